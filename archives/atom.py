@@ -1,0 +1,191 @@
+"""Every Atom document feedpub serves, rendered with lxml into one `bytes`.
+
+Documents carry only stored data (never now()) and absolute URLs built from
+FEEDPUB_BASE_URL, so a sealed page renders the same whoever seals it, from any host.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.conf import settings
+from django.urls import reverse
+from lxml import etree
+
+from .models import Entry, Feed, Record, record_atom_id, rfc3339
+from .validation import RECORD_ENTRY_TYPE
+
+ATOM_NS = "http://www.w3.org/2005/Atom"
+FH_NS = "http://purl.org/syndication/history/1.0"
+ATOM_TYPE = "application/atom+xml; charset=utf-8"
+ATOM_ENTRY_TYPE = "application/atom+xml; type=entry; charset=utf-8"
+A = f"{{{ATOM_NS}}}"
+NSMAP = {None: ATOM_NS, "fh": FH_NS}
+GENERATOR = "feedpub"
+
+
+@dataclass(frozen=True)
+class EntryRow:
+    """The columns of one Entry (and its record's key) that a document shows."""
+
+    seq: int
+    kind: str
+    updated: datetime
+    title: str
+    summary: str
+    links: list
+    key: str
+
+    COLUMNS = ("seq", "kind", "updated", "title", "summary", "links", "record__key")
+
+
+def entry_rows(feed: Feed, first_seq: int, last_seq: int | None = None, *, newest_first=False):
+    """The entries first_seq..last_seq of a feed, as EntryRows, by the (feed, seq) index."""
+    rows = Entry.objects.filter(feed=feed, seq__gte=first_seq)
+    if last_seq is not None:
+        rows = rows.filter(seq__lte=last_seq)
+    rows = rows.order_by("-seq" if newest_first else "seq").values_list(*EntryRow.COLUMNS)
+    return [EntryRow(*row) for row in rows]
+
+
+# URLs ---------------------------------------------------------------------------------
+
+def absolute(path: str) -> str:
+    return settings.FEEDPUB_BASE_URL + path
+
+
+def subscription_url(slug: str) -> str:
+    return absolute(reverse("archives:subscription", args=[slug]))
+
+
+def archive_url(slug: str, number: int) -> str:
+    return absolute(reverse("archives:archive", args=[slug, number]))
+
+
+def record_url(slug: str, key: str) -> str:
+    return absolute(reverse("archives:record", args=[slug, key]))
+
+
+def archive_links(slug: str, number: int, *, has_next: bool) -> list[tuple[str, str]]:
+    """(rel, href) of an archive document: what its XML and its Link header both carry."""
+    links = [("self", archive_url(slug, number)), ("current", subscription_url(slug))]
+    if number > 1:
+        links.append(("prev-archive", archive_url(slug, number - 1)))
+    if has_next:
+        links.append(("next-archive", archive_url(slug, number + 1)))
+    return links
+
+
+def subscription_links(feed: Feed) -> list[tuple[str, str]]:
+    links = [("self", subscription_url(feed.slug)), ("current", subscription_url(feed.slug))]
+    if feed.sealed_pages:
+        links.append(("prev-archive", archive_url(feed.slug, feed.sealed_pages)))
+    return links
+
+
+def link_header(links: Iterable[tuple[str, str]]) -> str:
+    """An RFC 8288 Link header value for (rel, href) pairs."""
+    return ", ".join(f'<{href}>; rel="{rel}"' for rel, href in links)
+
+
+# Documents ----------------------------------------------------------------------------
+
+def render_subscription(feed: Feed, rows: list[EntryRow]) -> bytes:
+    """The subscription document: the unsealed entries, newest first (rows in that order)."""
+    # Empty, it takes the feed's last change, never now(): see DESIGN.md "Documents".
+    updated = rows[0].updated if rows else feed.modified
+    root = _feed_head(feed, updated, subscription_links(feed))
+    _add_entries(root, feed, rows)
+    return _serialize(root)
+
+
+def render_archive(feed: Feed, number: int, rows: list[EntryRow]) -> bytes:
+    """Archive page `number` as sealed: rows oldest first; no next-archive link yet."""
+    root = _feed_head(feed, rows[-1].updated, archive_links(feed.slug, number, has_next=False))
+    etree.SubElement(root, f"{{{FH_NS}}}archive")
+    _add_entries(root, feed, list(reversed(rows)))
+    return _serialize(root)
+
+
+def add_next_archive(body: bytes, href: str) -> bytes:
+    """The one change a sealed page may receive: its next-archive link, and nothing else."""
+    root = etree.fromstring(body)
+    if root.find(f"{A}link[@rel='next-archive']") is not None:
+        return body
+    link = etree.Element(f"{A}link", rel="next-archive", href=href)
+    root.find(f"{{{FH_NS}}}archive").addprevious(link)
+    return _serialize(root)
+
+
+def render_record(record: Record) -> bytes:
+    """A live record's own URL: an Atom Entry Document, with its metadata as JSON text."""
+    feed = record.feed
+    url = record_url(feed.slug, record.key)
+    root = etree.Element(f"{A}entry", nsmap={None: ATOM_NS})
+    _text(root, "id", record_atom_id(feed.uuid, record.key))
+    _text(root, "title", record.title, type="text")
+    _text(root, "updated", rfc3339(record.updated))
+    _text(root, "published", rfc3339(record.created))
+    _text(etree.SubElement(root, f"{A}author"), "name", feed.author)
+    if record.summary:
+        _text(root, "summary", record.summary, type="text")
+    etree.SubElement(root, f"{A}link", rel="self", type=RECORD_ENTRY_TYPE, href=url)
+    _producer_links(root, record.links)
+    metadata = json.dumps(record.metadata, ensure_ascii=False, indent=2, sort_keys=True)
+    _text(root, "content", metadata, type="text")
+    return _serialize(root)
+
+
+def _feed_head(feed: Feed, updated: datetime, links: list[tuple[str, str]]) -> etree._Element:
+    root = etree.Element(f"{A}feed", nsmap=NSMAP)
+    _text(root, "id", feed.atom_id)
+    _text(root, "title", feed.title, type="text")
+    if feed.subtitle:
+        _text(root, "subtitle", feed.subtitle, type="text")
+    _text(root, "updated", rfc3339(updated))
+    _text(etree.SubElement(root, f"{A}author"), "name", feed.author)
+    _text(root, "generator", GENERATOR)
+    for rel, href in links:
+        etree.SubElement(root, f"{A}link", rel=rel, type=RECORD_ENTRY_TYPE, href=href)
+    return root
+
+
+def _add_entries(root: etree._Element, feed: Feed, rows: list[EntryRow]) -> None:
+    base_record_url = record_url(feed.slug, "KEY").removesuffix("KEY")
+    for row in rows:
+        entry = etree.SubElement(root, f"{A}entry")
+        _text(entry, "id", record_atom_id(feed.uuid, row.key))
+        _text(entry, "title", row.title, type="text")
+        _text(entry, "updated", rfc3339(row.updated))
+        if row.kind == Entry.Kind.DELETE:
+            # Atom-PMH deletion entry: no alternate link, an empty content element.
+            etree.SubElement(entry, f"{A}content")
+            continue
+        if row.summary:
+            _text(entry, "summary", row.summary, type="text")
+        etree.SubElement(
+            entry, f"{A}link", rel="alternate", type=RECORD_ENTRY_TYPE,
+            href=base_record_url + row.key,
+        )
+        _producer_links(entry, row.links)
+
+
+def _producer_links(parent: etree._Element, links: list[dict]) -> None:
+    for link in links:
+        attributes = {"rel": link["rel"], "href": link["href"]}
+        if link.get("type"):
+            attributes["type"] = link["type"]
+        if link.get("title"):
+            attributes["title"] = link["title"]
+        etree.SubElement(parent, f"{A}link", attributes)
+
+
+def _text(parent: etree._Element, name: str, text: str, **attributes: str) -> None:
+    etree.SubElement(parent, f"{A}{name}", attributes).text = text
+
+
+def _serialize(root: etree._Element) -> bytes:
+    return etree.tostring(root, xml_declaration=True, encoding="utf-8")

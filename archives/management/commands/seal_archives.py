@@ -1,0 +1,46 @@
+"""Seal every full page: `python manage.py seal_archives [--feed SLUG] [--watch SECONDS]`."""
+
+from __future__ import annotations
+
+import time
+
+from django.core.management.base import BaseCommand, CommandError
+
+from archives.models import Feed
+from archives.sealing import seal_all, seal_feed
+
+
+class Command(BaseCommand):
+    help = "Seal full archive pages (idempotent; safe to run several at once)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--feed", metavar="SLUG", help="only this feed")
+        parser.add_argument("--watch", type=float, metavar="SECONDS",
+                            help="keep running, sealing again every SECONDS")
+        parser.add_argument("--dry-run", action="store_true",
+                            help="say which pages are ready, seal nothing")
+
+    def handle(self, *args, feed=None, watch=None, dry_run=False, **options):
+        if watch is not None and watch <= 0:
+            raise CommandError("--watch needs a positive number of seconds")
+        while True:
+            self.seal_once(feed, dry_run, quiet=watch is not None)
+            if watch is None:
+                return
+            time.sleep(watch)
+
+    def seal_once(self, slug: str | None, dry_run: bool, *, quiet: bool) -> None:
+        if slug is None:
+            sealed = seal_all(dry_run=dry_run)
+        else:
+            try:
+                sealed = seal_feed(Feed.objects.get(slug=slug), dry_run=dry_run)
+            except Feed.DoesNotExist:
+                raise CommandError(f"No feed {slug!r}") from None
+        verb = "would seal" if dry_run else "sealed"
+        for page in sealed:
+            self.stdout.write(
+                f"{verb} {page.feed} page {page.number} (entries {page.first_seq}..{page.last_seq})"
+            )
+        if not sealed and not quiet:
+            self.stdout.write("nothing to seal")

@@ -1,0 +1,279 @@
+"""The write path: every change to a feed's records goes through this module.
+
+In one transaction each write locks the Feed row, takes `seq = last_seq + 1` and
+`updated = max(now, last_updated + 1µs)`, stores the record's new state, appends its
+Entry and advances the Feed's counters. Holding the lock until commit makes commit
+order equal seq order: once anyone has seen seq N, no entry below N can appear later,
+which is what lets the sealer freeze pages and consumers trust them (DESIGN.md).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from functools import partial
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from .models import Entry, Feed, Record
+from .validation import RecordData, clean_key, clean_record
+
+logger = logging.getLogger(__name__)
+
+MAX_BATCH_OPERATIONS = 1000
+ONE_MICROSECOND = timedelta(microseconds=1)
+
+
+class PreconditionFailed(Exception):
+    """The record changed since the client read it (its If-Match no longer matches)."""
+
+
+class BatchError(ValidationError):
+    """A batch was refused; `errors` maps each bad operation's index to what is wrong."""
+
+    def __init__(self, errors: dict[int, Any]):
+        self.errors = errors
+        super().__init__(f"{len(errors)} operation(s) are invalid")
+
+
+@dataclass(frozen=True)
+class Put:
+    key: str
+    record: RecordData
+
+
+@dataclass(frozen=True)
+class Delete:
+    key: str
+
+
+Operation = Put | Delete
+
+
+def record_etag(record: Record | None) -> str | None:
+    """The ETag of a record's current state; it changes with every entry for the record."""
+    if record is None:
+        return None
+    return '"' + record.updated.strftime("%Y%m%dT%H%M%S%fZ") + '"'
+
+
+def put_record(
+    *, feed: Feed, key: str, data: Mapping[str, Any] | RecordData, if_match: str | None = None
+) -> Entry | None:
+    """Create or replace a record. Returns its new entry, or None when nothing changed."""
+    operation = Put(key=clean_key(key), record=clean_record(data))
+    return _write(feed, [operation], if_match=if_match)[0]
+
+
+def delete_record(*, feed: Feed, key: str, if_match: str | None = None) -> Entry | None:
+    """Delete a record: appends a deletion entry, or None when it was deleted already.
+
+    Raises Record.DoesNotExist for a key that never existed in the feed.
+    """
+    return _write(feed, [Delete(key=clean_key(key))], if_match=if_match)[0]
+
+
+def apply_batch(*, feed: Feed, operations: Sequence[Mapping[str, Any]]) -> list[Entry | None]:
+    """Apply puts and deletes in order, all or nothing, under one lock of the feed.
+
+    `operations` are `{"op": "put", "key": ..., "record": {...}}` or
+    `{"op": "delete", "key": ...}`. Raises BatchError naming every bad operation.
+    """
+    if not isinstance(operations, Sequence) or isinstance(operations, str | bytes):
+        raise ValidationError({"operations": ["Must be a list of operations."]})
+    if len(operations) > MAX_BATCH_OPERATIONS:
+        raise ValidationError(
+            {"operations": [f"At most {MAX_BATCH_OPERATIONS} operations in one batch."]}
+        )
+    parsed, errors = [], {}
+    for index, raw in enumerate(operations):
+        try:
+            parsed.append(parse_operation(raw))
+        except ValidationError as error:
+            errors[index] = error.message_dict if hasattr(error, "error_dict") else error.messages
+    if errors:
+        raise BatchError(errors)
+    return _write(feed, parsed)
+
+
+def parse_operation(raw: Any) -> Operation:
+    if not isinstance(raw, Mapping):
+        raise ValidationError({"op": ["An operation is an object with op and key."]})
+    op = raw.get("op")
+    allowed = {"put": {"op", "key", "record"}, "delete": {"op", "key"}}
+    if op not in allowed:
+        raise ValidationError({"op": ["Must be 'put' or 'delete'."]})
+    unknown = sorted(set(raw) - allowed[op])
+    if unknown:
+        raise ValidationError({name: [f"Unknown field for a {op}."] for name in unknown})
+    key = clean_key(raw.get("key"))
+    if op == "delete":
+        return Delete(key=key)
+    if "record" not in raw:
+        raise ValidationError({"record": ["A put needs a record."]})
+    return Put(key=key, record=clean_record(raw["record"]))
+
+
+def _write(feed: Feed, operations: list[Operation], *, if_match: str | None = None):
+    with transaction.atomic():
+        locked = Feed.objects.select_for_update().get(pk=feed.pk)
+        results = _Changes(locked).apply(operations, if_match=if_match)
+        Feed.objects.filter(pk=locked.pk).update(
+            last_seq=locked.last_seq, last_updated=locked.last_updated
+        )
+        if locked.full_pages > locked.sealed_pages and settings.FEEDPUB_SEAL_ON_WRITE:
+            transaction.on_commit(partial(_seal_after_commit, locked.pk))
+    # Let the caller's instance see the counters it just advanced.
+    feed.last_seq, feed.last_updated = locked.last_seq, locked.last_updated
+    return results
+
+
+class _Changes:
+    """The records and entries one locked write produces, written in a few bulk queries."""
+
+    def __init__(self, feed: Feed):
+        self.feed = feed
+        self.records: dict[str, Record] = {}
+        self.entries: list[Entry] = []
+
+    def apply(self, operations: list[Operation], *, if_match: str | None) -> list[Entry | None]:
+        keys = {operation.key for operation in operations}
+        self.records = {
+            record.key: record
+            for record in Record.objects.filter(feed=self.feed, key__in=keys)
+        }
+        if if_match is not None:
+            _check_if_match(if_match, record_etag(self.records.get(operations[0].key)))
+        results = [self._apply(operation) for operation in operations]
+        self._save()
+        return results
+
+    def _apply(self, operation: Operation) -> Entry | None:
+        record = self.records.get(operation.key)
+        if isinstance(operation, Delete):
+            if record is None:
+                raise Record.DoesNotExist(f"No record {operation.key!r} in feed {self.feed}")
+            if record.is_deleted:
+                return None
+            return self._append(record, Entry.Kind.DELETE, title=record.title)
+        data = operation.record
+        if record is None:
+            record = Record(feed=self.feed, key=operation.key)
+            self.records[operation.key] = record
+            kind = Entry.Kind.CREATE
+        elif record.is_deleted:
+            kind = Entry.Kind.CREATE
+        elif _same_content(record, data):
+            return None  # a retried or identical put appends nothing
+        else:
+            kind = Entry.Kind.UPDATE
+        record.title, record.summary = data.title, data.summary
+        record.metadata, record.links = data.metadata, data.link_dicts()
+        return self._append(
+            record, kind, title=data.title, summary=data.summary, links=record.links
+        )
+
+    def _append(self, record: Record, kind: str, **snapshot) -> Entry:
+        seq, updated = self._next_stamp()
+        if record.pk is None and record.created is None:
+            record.created = updated
+        record.updated = updated
+        record.deleted_at = updated if kind == Entry.Kind.DELETE else None
+        entry = Entry(feed=self.feed, seq=seq, record=record, kind=kind, updated=updated,
+                      **snapshot)
+        self.entries.append(entry)
+        return entry
+
+    def _next_stamp(self) -> tuple[int, datetime]:
+        feed = self.feed
+        now = timezone.now()
+        if feed.last_updated is not None and now <= feed.last_updated:
+            now = feed.last_updated + ONE_MICROSECOND
+        feed.last_seq += 1
+        feed.last_updated = now
+        return feed.last_seq, now
+
+    def _save(self) -> None:
+        touched = {entry.record.key: entry.record for entry in self.entries}.values()
+        new = [record for record in touched if record.pk is None]
+        old = [record for record in touched if record.pk is not None]
+        Record.objects.bulk_create(new)
+        Record.objects.bulk_update(
+            old, ["title", "summary", "metadata", "links", "updated", "deleted_at"]
+        )
+        # bulk_create copies each new record's pk into the entries that point to it.
+        Entry.objects.bulk_create(self.entries)
+
+
+def _check_if_match(if_match: str, current: str | None) -> None:
+    wanted = {tag.strip() for tag in if_match.split(",")}
+    if current is None or not ({"*", current} & wanted):
+        raise PreconditionFailed(
+            f"If-Match {if_match} does not match the record's current ETag {current}"
+        )
+
+
+def _same_content(record: Record, data: RecordData) -> bool:
+    return (
+        record.title == data.title
+        and record.summary == data.summary
+        and record.metadata == data.metadata
+        and record.links == data.link_dicts()
+    )
+
+
+def _seal_after_commit(feed_id: int) -> None:
+    # The write has committed; a failure here must not turn it into an error for the
+    # producer. The next write or the `seal_archives` job seals what is left.
+    from .sealing import seal_feed
+
+    try:
+        seal_feed(Feed.objects.get(pk=feed_id))
+    except Exception:
+        logger.exception("sealing feed %s after a write failed; seal_archives will retry",
+                         feed_id)
+
+
+def create_feed(*, slug: str, title: str, **fields: Any) -> Feed:
+    feed = Feed(slug=slug, title=title, **fields)
+    feed.full_clean()
+    feed.save()
+    return feed
+
+
+def update_feed(*, feed: Feed, **changes: Any) -> Feed:
+    """Change a feed's description. Its slug and page size are frozen once a page is
+    sealed: archive URIs are promised forever and page n's range depends on page_size."""
+    with transaction.atomic():
+        locked = Feed.objects.select_for_update().get(pk=feed.pk)
+        frozen = {name for name in ("slug", "page_size")
+                  if name in changes and changes[name] != getattr(locked, name)}
+        if locked.sealed_pages and frozen:
+            raise ValidationError({
+                name: ["Cannot change once an archive page is sealed."] for name in frozen
+            })
+        for name, value in changes.items():
+            setattr(locked, name, value)
+        locked.full_clean()
+        locked.save(update_fields=list(changes) or None)
+    return locked
+
+
+def delete_feed(*, feed: Feed) -> None:
+    """Delete a feed that has never sealed a page, with its records and entries."""
+    with transaction.atomic():
+        locked = Feed.objects.select_for_update().get(pk=feed.pk)
+        if locked.sealed_pages:
+            raise ValidationError(
+                "A feed with sealed archive pages cannot be deleted: its archive URIs "
+                "are promised forever."
+            )
+        Entry.objects.filter(feed=locked).delete()
+        Record.objects.filter(feed=locked).delete()
+        locked.delete()

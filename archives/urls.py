@@ -1,0 +1,19 @@
+from django.urls import path, re_path
+
+from . import views
+
+app_name = "archives"
+
+urlpatterns = [
+    path("", views.index, name="index"),
+    path("feeds/<slug:slug>/", views.subscription, name="subscription"),
+    path("feeds/<slug:slug>/archives/<int:number>/", views.archive, name="archive"),
+    # Date routes; no year-only route, since /archives/2024/ is page 2024.
+    re_path(
+        r"^feeds/(?P<slug>[-\w]+)/archives/(?P<year>[0-9]{4})/(?P<month>[0-9]{2})/"
+        r"(?:(?P<day>[0-9]{2})/)?$",
+        views.archive_by_date,
+        name="archive-by-date",
+    ),
+    path("feeds/<slug:slug>/records/<str:key>", views.record, name="record"),
+]

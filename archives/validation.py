@@ -1,0 +1,212 @@
+"""The rules a record must satisfy before it may enter a feed: one set, for every caller.
+
+A string that XML 1.0 cannot carry would make a page unrenderable the moment it is
+sealed, and a sealed page can never be fixed; so every string is checked here, before
+the write path appends anything. Errors name the field, as `{"field": ["why"]}`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.core.exceptions import ValidationError
+
+MAX_KEY_LENGTH = 200
+MAX_TITLE_LENGTH = 1000
+MAX_SUMMARY_LENGTH = 10_000
+MAX_LINKS = 20
+MAX_HREF_LENGTH = 2000
+MAX_METADATA_BYTES = 100_000
+
+RECORD_FIELDS = ("title", "summary", "metadata", "links")
+LINK_FIELDS = ("href", "rel", "type", "title")
+LINK_SCHEMES = ("http", "https", "urn", "tag")
+RECORD_ENTRY_TYPE = "application/atom+xml"
+
+# RFC 3986 "unreserved": a key is one path segment that needs no escaping anywhere.
+KEY_RE = re.compile(r"[A-Za-z0-9._~-]+")
+# The complement of XML 1.0's Char production (section 2.2); lone surrogates included.
+XML_ILLEGAL_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+# RFC 6838 type/subtype (restricted-name), optionally followed by parameters.
+MEDIA_TYPE_RE = re.compile(
+    r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}"
+    r"(\s*;\s*[A-Za-z0-9!#$&^_.+-]+=(\"[^\"]*\"|[A-Za-z0-9!#$&^_.+-]+))*"
+)
+# A registered relation name (RFC 8288 reg-rel-type) or else an absolute URI.
+REL_NAME_RE = re.compile(r"[a-z][a-z0-9.-]*")
+
+
+@dataclass(frozen=True)
+class Link:
+    href: str
+    rel: str = "alternate"
+    type: str = ""
+    title: str = ""
+
+    def as_dict(self) -> dict[str, str]:
+        return {"href": self.href, "rel": self.rel, "type": self.type, "title": self.title}
+
+
+@dataclass(frozen=True)
+class RecordData:
+    """A record's content as a producer sets it: what a put stores and compares."""
+
+    title: str
+    summary: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+    links: tuple[Link, ...] = ()
+
+    def link_dicts(self) -> list[dict[str, str]]:
+        return [link.as_dict() for link in self.links]
+
+
+def clean_key(key: Any) -> str:
+    if not isinstance(key, str) or not key:
+        raise ValidationError({"key": ["A key is a non-empty string."]})
+    if len(key) > MAX_KEY_LENGTH:
+        raise ValidationError({"key": [f"A key has at most {MAX_KEY_LENGTH} characters."]})
+    if not KEY_RE.fullmatch(key) or key in {".", ".."}:
+        raise ValidationError(
+            {"key": ["A key may only hold letters, digits and . _ ~ - (URL-safe), "
+                     "and may not be '.' or '..'."]}
+        )
+    return key
+
+
+def clean_record(data: Any) -> RecordData:
+    """Check a producer's record body and return it as RecordData, or raise ValidationError."""
+    if isinstance(data, RecordData):
+        return data
+    if not isinstance(data, Mapping):
+        raise ValidationError({"record": ["A record is a JSON object."]})
+    errors: dict[str, list[str]] = {}
+    unknown = sorted(set(data) - set(RECORD_FIELDS))
+    for name in unknown:
+        errors[str(name)] = [f"Unknown field; a record has only {', '.join(RECORD_FIELDS)}."]
+    checks = {
+        "title": lambda v: _text(v, MAX_TITLE_LENGTH, required=True),
+        "summary": lambda v: _text(v, MAX_SUMMARY_LENGTH),
+        "metadata": _metadata,
+        "links": _links,
+    }
+    cleaned = {}
+    for name, check in checks.items():
+        if name not in data:
+            if name == "title":
+                errors[name] = ["This field is required."]
+            continue
+        try:
+            cleaned[name] = check(data[name])
+        except ValidationError as error:
+            errors[name] = error.messages
+    if errors:
+        raise ValidationError(errors)
+    return RecordData(**cleaned)
+
+
+def xml_problem(text: str) -> str | None:
+    """Why `text` cannot appear in an XML 1.0 document, or None when it can."""
+    bad = XML_ILLEGAL_RE.search(text)
+    if bad is None:
+        return None
+    return f"Character U+{ord(bad.group()):04X} at position {bad.start()} is not allowed in XML."
+
+
+def _text(value: Any, max_length: int, *, required: bool = False) -> str:
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str):
+        raise ValidationError("Must be a string.")
+    if required and not value.strip():
+        raise ValidationError("Must not be blank.")
+    if len(value) > max_length:
+        raise ValidationError(f"At most {max_length} characters.")
+    problem = xml_problem(value)
+    if problem:
+        raise ValidationError(problem)
+    return value
+
+
+def _metadata(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ValidationError("Must be a JSON object.")
+    encoded = json.dumps(value, ensure_ascii=False)
+    # json.dumps escapes control characters, so check the strings themselves.
+    for text in _strings_in(value):
+        problem = xml_problem(text)
+        if problem:
+            raise ValidationError(f"{problem} (in {text[:40]!r})")
+    if len(encoded.encode("utf-8", "surrogatepass")) > MAX_METADATA_BYTES:
+        raise ValidationError(f"At most {MAX_METADATA_BYTES} bytes of JSON.")
+    return value
+
+
+def _strings_in(value: Any):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield str(key)
+            yield from _strings_in(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings_in(item)
+
+
+def _links(value: Any) -> tuple[Link, ...]:
+    if not isinstance(value, list):
+        raise ValidationError("Must be a list of links.")
+    if len(value) > MAX_LINKS:
+        raise ValidationError(f"At most {MAX_LINKS} links.")
+    links = tuple(_link(index, item) for index, item in enumerate(value))
+    # RFC 4287 4.2.7.2: at most one alternate link per type; application/atom+xml is
+    # taken by the link every active entry carries to the record's own URL.
+    alternate_types = [RECORD_ENTRY_TYPE] + [link.type for link in links if link.rel == "alternate"]
+    if len(set(alternate_types)) != len(alternate_types):
+        raise ValidationError(
+            "At most one alternate link per type, and none of type "
+            f"{RECORD_ENTRY_TYPE} (feedpub links the record's own URL with it)."
+        )
+    return links
+
+
+def _link(index: int, item: Any) -> Link:
+    where = f"links[{index}]"
+    if not isinstance(item, Mapping):
+        raise ValidationError(f"{where}: must be an object with href, rel, type, title.")
+    unknown = sorted(set(item) - set(LINK_FIELDS))
+    if unknown:
+        raise ValidationError(f"{where}: unknown field {unknown[0]!r}.")
+    href = item.get("href")
+    if not isinstance(href, str) or not _is_absolute_uri(href):
+        raise ValidationError(
+            f"{where}.href: must be an absolute {'/'.join(LINK_SCHEMES)} URI."
+        )
+    rel = item.get("rel") or "alternate"
+    if not isinstance(rel, str) or not (REL_NAME_RE.fullmatch(rel) or _is_absolute_uri(rel)):
+        raise ValidationError(f"{where}.rel: must be a relation name or an absolute URI.")
+    media_type = item.get("type") or ""
+    if not isinstance(media_type, str) or (media_type and not MEDIA_TYPE_RE.fullmatch(media_type)):
+        raise ValidationError(f"{where}.type: must be a media type such as text/html.")
+    try:
+        title = _text(item.get("title"), MAX_TITLE_LENGTH)
+    except ValidationError as error:
+        raise ValidationError(f"{where}.title: {error.messages[0]}") from None
+    return Link(href=href, rel=rel, type=media_type, title=title)
+
+
+def _is_absolute_uri(text: str) -> bool:
+    if len(text) > MAX_HREF_LENGTH or xml_problem(text) or any(c.isspace() for c in text):
+        return False
+    try:
+        parts = urlsplit(text)
+    except ValueError:
+        return False
+    if parts.scheme.lower() in {"http", "https"}:
+        return bool(parts.netloc)
+    return parts.scheme.lower() in {"urn", "tag"} and bool(parts.path)

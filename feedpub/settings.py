@@ -1,0 +1,146 @@
+"""feedpub settings, read from the environment (see README "Settings").
+
+SQLite in the project folder is the embedded default; any DATABASE_URL that
+dj-database-url understands (postgres://...) replaces it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env(name: str, default: str | None = None) -> str | None:
+    """A setting from the environment, or from the file named by NAME_FILE (Docker secrets)."""
+    path = os.environ.get(f"{name}_FILE")
+    if path:
+        return Path(path).read_text().strip()
+    return os.environ.get(name, default)
+
+
+def envbool(name: str, default: str) -> bool:
+    value = (env(name, default) or "").lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off", ""}:
+        return False
+    raise ImproperlyConfigured(f"{name} must be a boolean (true/false), not {value!r}")
+
+
+def envint(name: str, default: str) -> int:
+    value = env(name, default)
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ImproperlyConfigured(f"{name} must be an integer, not {value!r}") from None
+
+
+# Development defaults, as healthchecks does: production sets DEBUG=false and a SECRET_KEY.
+DEBUG = envbool("DEBUG", "true")
+SECRET_KEY = env("SECRET_KEY") or ""
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off")
+    SECRET_KEY = "insecure-development-key-only-for-DEBUG"  # noqa: S105
+ALLOWED_HOSTS = [h for h in (env("ALLOWED_HOSTS", "127.0.0.1,localhost") or "").split(",") if h]
+
+# Every URL inside a document is absolute and built from this one setting, so that a
+# frozen archive page never depends on the Host of the request that happened to seal it.
+FEEDPUB_BASE_URL = (env("FEEDPUB_BASE_URL", "http://127.0.0.1:8000") or "").rstrip("/")
+if not FEEDPUB_BASE_URL.startswith(("http://", "https://")):
+    raise ImproperlyConfigured("FEEDPUB_BASE_URL must be an absolute http(s) URL")
+FEEDPUB_PAGE_SIZE = envint("FEEDPUB_PAGE_SIZE", "100")
+# Seal full pages right after the write that filled them commits (a sealer process
+# running `seal_archives --watch` does the same job; either is enough).
+FEEDPUB_SEAL_ON_WRITE = envbool("FEEDPUB_SEAL_ON_WRITE", "true")
+# max-age of documents that change: the subscription document and the newest archive page.
+FEEDPUB_MAX_AGE = envint("FEEDPUB_MAX_AGE", "60")
+# Bytes of immutable archive pages kept in each process's memory.
+FEEDPUB_PAGE_CACHE_BYTES = envint("FEEDPUB_PAGE_CACHE_BYTES", str(64 * 1024 * 1024))
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "archives",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "feedpub.urls"
+WSGI_APPLICATION = "feedpub.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": dj_database_url.parse(
+        env("DATABASE_URL") or f"sqlite:///{BASE_DIR / 'db.sqlite3'}",
+        conn_max_age=envint("CONN_MAX_AGE", "600"),
+        conn_health_checks=True,
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # WAL lets readers go on while one writer writes; IMMEDIATE makes a writer take the
+    # write lock when its transaction begins, so concurrent writers queue (up to the
+    # timeout) instead of failing with "database is locked" half-way through.
+    DATABASES["default"]["OPTIONS"] = {
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 20,
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "INFO")},
+    # Django's own console handler would print every message a second time.
+    "loggers": {"django": {"handlers": [], "propagate": True}},
+}
