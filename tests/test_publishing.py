@@ -1,0 +1,246 @@
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.utils import timezone
+
+from archives import publishing
+from archives.models import Entry, Feed, Record
+from archives.sealing import seal_feed
+
+from .factories import FeedFactory, record_data
+
+
+def entries(feed):
+    return list(Entry.objects.filter(feed=feed).order_by("seq"))
+
+
+def test_it_creates_a_record_with_one_create_entry(feed):
+    entry = publishing.put_record(feed=feed, key="a", data=record_data(1))
+
+    record = Record.objects.get(feed=feed, key="a")
+    assert entry.kind == Entry.Kind.CREATE
+    assert entry.seq == 1
+    assert record.title == "Record 1"
+    assert record.updated == entry.updated == record.created
+    assert feed.last_seq == 1 and feed.last_updated == entry.updated
+    assert Feed.objects.get(pk=feed.pk).last_seq == 1
+
+
+def test_it_appends_an_update_entry_when_a_put_changes_something(feed):
+    publishing.put_record(feed=feed, key="a", data=record_data(1))
+    entry = publishing.put_record(feed=feed, key="a", data=record_data(1, title="New title"))
+
+    assert entry.kind == Entry.Kind.UPDATE
+    assert [e.seq for e in entries(feed)] == [1, 2]
+    assert Record.objects.get(key="a").title == "New title"
+
+
+def test_it_ignores_a_repeated_put(feed):
+    publishing.put_record(feed=feed, key="a", data=record_data(1))
+    before = Record.objects.get(key="a").updated
+
+    assert publishing.put_record(feed=feed, key="a", data=record_data(1)) is None
+    assert len(entries(feed)) == 1
+    assert Record.objects.get(key="a").updated == before
+    assert Feed.objects.get(pk=feed.pk).last_seq == 1
+
+
+def test_it_appends_a_deletion_entry_and_keeps_the_row(feed):
+    publishing.put_record(feed=feed, key="a", data=record_data(1))
+    entry = publishing.delete_record(feed=feed, key="a")
+
+    record = Record.objects.get(key="a")
+    assert entry.kind == Entry.Kind.DELETE and entry.links == []
+    assert record.is_deleted and record.deleted_at == record.updated == entry.updated
+
+
+def test_it_ignores_a_repeated_delete(feed):
+    publishing.put_record(feed=feed, key="a", data=record_data(1))
+    publishing.delete_record(feed=feed, key="a")
+
+    assert publishing.delete_record(feed=feed, key="a") is None
+    assert len(entries(feed)) == 2
+
+
+def test_it_refuses_to_delete_a_record_that_never_existed(feed):
+    with pytest.raises(Record.DoesNotExist):
+        publishing.delete_record(feed=feed, key="ghost")
+    assert entries(feed) == []
+
+
+def test_a_put_after_a_delete_recreates_the_record(feed):
+    publishing.put_record(feed=feed, key="a", data=record_data(1))
+    publishing.delete_record(feed=feed, key="a")
+    entry = publishing.put_record(feed=feed, key="a", data=record_data(1))
+
+    record = Record.objects.get(key="a")
+    assert entry.kind == Entry.Kind.CREATE
+    assert not record.is_deleted
+    assert record.created < record.updated
+
+
+def test_updated_strictly_increases_even_when_the_clock_goes_back(feed, monkeypatch):
+    publishing.put_record(feed=feed, key="a", data=record_data(1))
+    stuck = Feed.objects.get(pk=feed.pk).last_updated - timedelta(hours=1)
+    monkeypatch.setattr(timezone, "now", lambda: stuck)
+
+    for n in range(2, 6):
+        publishing.put_record(feed=feed, key=f"k{n}", data=record_data(n))
+
+    stamps = [e.updated for e in entries(feed)]
+    assert all(a < b for a, b in zip(stamps, stamps[1:], strict=False))
+    assert stamps[1] - stamps[0] == timedelta(microseconds=1)
+
+
+def test_seq_has_no_gaps_across_feeds_and_batches(feed):
+    other = FeedFactory()
+    publishing.put_record(feed=feed, key="a", data=record_data(1))
+    publishing.put_record(feed=other, key="a", data=record_data(1))
+    publishing.apply_batch(feed=feed, operations=[
+        {"op": "put", "key": "b", "record": record_data(2)},
+        {"op": "put", "key": "c", "record": record_data(3)},
+        {"op": "delete", "key": "a"},
+    ])
+
+    assert [e.seq for e in entries(feed)] == [1, 2, 3, 4]
+    assert [e.seq for e in entries(other)] == [1]
+
+
+def test_a_batch_applies_its_operations_in_order(feed):
+    results = publishing.apply_batch(feed=feed, operations=[
+        {"op": "put", "key": "a", "record": record_data(1)},
+        {"op": "put", "key": "a", "record": record_data(1)},  # identical: nothing
+        {"op": "put", "key": "a", "record": record_data(1, title="Second")},
+        {"op": "delete", "key": "a"},
+        {"op": "put", "key": "b", "record": record_data(2)},
+    ])
+
+    assert [r and r.kind for r in results] == ["create", None, "update", "delete", "create"]
+    assert [e.kind for e in entries(feed)] == ["create", "update", "delete", "create"]
+    assert [e.title for e in entries(feed)] == ["Record 1", "Second", "Second", "Record 2"]
+    assert Record.objects.get(key="a").is_deleted
+
+
+def test_a_batch_with_a_bad_operation_writes_nothing_and_names_each_one(feed):
+    with pytest.raises(publishing.BatchError) as raised:
+        publishing.apply_batch(feed=feed, operations=[
+            {"op": "put", "key": "ok", "record": record_data(1)},
+            {"op": "put", "key": "bad/key", "record": record_data(2)},
+            {"op": "frobnicate", "key": "x"},
+            {"op": "put", "key": "nul", "record": record_data(3, title="a\x00b")},
+        ])
+
+    assert set(raised.value.errors) == {1, 2, 3}
+    assert "key" in raised.value.errors[1]
+    assert "op" in raised.value.errors[2]
+    assert "title" in raised.value.errors[3]
+    assert entries(feed) == [] and not Record.objects.exists()
+
+
+def test_a_batch_deleting_an_unknown_key_writes_nothing(feed):
+    with pytest.raises(Record.DoesNotExist):
+        publishing.apply_batch(feed=feed, operations=[
+            {"op": "put", "key": "a", "record": record_data(1)},
+            {"op": "delete", "key": "ghost"},
+        ])
+    assert entries(feed) == [] and not Record.objects.exists()
+    assert Feed.objects.get(pk=feed.pk).last_seq == 0
+
+
+def test_a_batch_over_the_limit_is_refused(feed):
+    operations = [{"op": "delete", "key": "x"}] * (publishing.MAX_BATCH_OPERATIONS + 1)
+    with pytest.raises(ValidationError):
+        publishing.apply_batch(feed=feed, operations=operations)
+
+
+@pytest.mark.parametrize(
+    ("key", "data", "field"),
+    [
+        ("", record_data(1), "key"),
+        ("x" * 201, record_data(1), "key"),
+        ("a b", record_data(1), "key"),
+        ("..", record_data(1), "key"),
+        ("k", record_data(1, title="bell\x07"), "title"),
+        ("k", record_data(1, summary="tab\x0bvertical"), "summary"),
+        ("k", record_data(1, title="lone \ud800 surrogate"), "title"),
+        ("k", record_data(1, metadata=["not", "an", "object"]), "metadata"),
+        ("k", record_data(1, metadata={"deep": {"x": "\x00"}}), "metadata"),
+        ("k", record_data(1, links=[{"href": "/relative"}]), "links"),
+        ("k", record_data(1, links=[{"href": "ftp://example.org/x"}]), "links"),
+        ("k", record_data(1, links=[{"href": "https://e.org", "type": "html"}]), "links"),
+        ("k", record_data(1, links=[{"href": "https://e.org", "colour": "red"}]), "links"),
+        ("k", {**record_data(1), "extra": 1}, "extra"),
+        ("k", {"summary": "no title"}, "title"),
+    ],
+)
+def test_it_refuses_bad_input_and_writes_nothing(feed, key, data, field):
+    with pytest.raises(ValidationError) as raised:
+        publishing.put_record(feed=feed, key=key, data=data)
+
+    assert field in raised.value.message_dict
+    assert entries(feed) == [] and not Record.objects.exists()
+
+
+def test_it_accepts_urn_and_tag_links_and_unicode(feed):
+    data = record_data(1, title="Ünïcödé ✓ 𝄞", links=[
+        {"href": "urn:isbn:0451450523", "rel": "related"},
+        {"href": "tag:example.org,2024:record-1", "rel": "http://example.org/rel/source"},
+    ])
+    entry = publishing.put_record(feed=feed, key="a.b_c~d-1", data=data)
+    assert entry.title == "Ünïcödé ✓ 𝄞"
+
+
+def test_if_match_guards_against_lost_updates(feed):
+    publishing.put_record(feed=feed, key="a", data=record_data(1))
+    etag = publishing.record_etag(Record.objects.get(key="a"))
+    publishing.put_record(feed=feed, key="a", data=record_data(1, title="Someone else"))
+
+    with pytest.raises(publishing.PreconditionFailed):
+        publishing.put_record(feed=feed, key="a", data=record_data(1, title="Mine"), if_match=etag)
+    with pytest.raises(publishing.PreconditionFailed):
+        publishing.delete_record(feed=feed, key="a", if_match=etag)
+    current = publishing.record_etag(Record.objects.get(key="a"))
+    assert publishing.put_record(feed=feed, key="a", data=record_data(9), if_match=current)
+    assert len(entries(feed)) == 3
+
+
+def test_a_feed_cannot_be_renamed_resized_or_deleted_once_a_page_is_sealed(feed):
+    for n in range(3):
+        publishing.put_record(feed=feed, key=f"k{n}", data=record_data(n))
+    seal_feed(feed)
+
+    with pytest.raises(ValidationError):
+        publishing.update_feed(feed=feed, slug="renamed")
+    with pytest.raises(ValidationError):
+        publishing.update_feed(feed=feed, page_size=10)
+    with pytest.raises(ValidationError):
+        publishing.delete_feed(feed=feed)
+    assert publishing.update_feed(feed=feed, title="New title").title == "New title"
+    assert Feed.objects.get(pk=feed.pk).slug == "books"
+
+
+def test_a_feed_without_sealed_pages_can_be_deleted_with_its_records(feed):
+    publishing.put_record(feed=feed, key="a", data=record_data(1))
+    publishing.delete_feed(feed=feed)
+    assert not Feed.objects.exists() and not Entry.objects.exists()
+
+
+def test_a_write_that_fills_a_page_seals_it_after_commit(feed, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        for n in range(4):
+            publishing.put_record(feed=feed, key=f"k{n}", data=record_data(n))
+
+    assert Feed.objects.get(pk=feed.pk).sealed_pages == 1
+    assert feed.pages.get().last_seq == 3
+
+
+def test_sealing_after_commit_can_be_switched_off(feed, settings,
+                                                  django_capture_on_commit_callbacks):
+    settings.FEEDPUB_SEAL_ON_WRITE = False
+    with django_capture_on_commit_callbacks(execute=True):
+        for n in range(4):
+            publishing.put_record(feed=feed, key=f"k{n}", data=record_data(n))
+    assert Feed.objects.get(pk=feed.pk).sealed_pages == 0

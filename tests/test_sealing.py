@@ -1,0 +1,162 @@
+from __future__ import annotations
+
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+from lxml import etree
+
+from archives import publishing
+from archives.models import ArchivePage, Entry, Feed
+from archives.sealing import seal_all, seal_feed
+
+from .factories import record_data
+from .walking import NS
+
+
+def write(feed, count, start=0):
+    for n in range(start, start + count):
+        publishing.put_record(feed=feed, key=f"k{n}", data=record_data(n))
+
+
+def entry_ids_on(page):
+    return [e.findtext("a:updated", namespaces=NS)
+            for e in etree.fromstring(bytes(page.body)).findall("a:entry", NS)]
+
+
+def test_it_seals_a_full_page(feed):
+    write(feed, 3)
+    sealed = seal_feed(feed)
+
+    page = ArchivePage.objects.get(feed=feed)
+    assert [(p.number, p.first_seq, p.last_seq) for p in sealed] == [(1, 1, 3)]
+    assert (page.number, page.first_seq, page.last_seq) == (1, 1, 3)
+    assert not page.has_next
+    assert Feed.objects.get(pk=feed.pk).sealed_pages == 1
+
+
+def test_it_leaves_a_partial_page_unsealed(feed):
+    write(feed, 5)
+    seal_feed(feed)
+    assert list(feed.pages.values_list("number", flat=True)) == [1]
+
+
+def test_page_n_holds_exactly_its_range_of_entries(feed):
+    write(feed, 10)
+    seal_feed(feed)
+
+    for page in feed.pages.all():
+        n, size = page.number, feed.page_size
+        assert (page.first_seq, page.last_seq) == ((n - 1) * size + 1, n * size)
+        expected = Entry.objects.filter(feed=feed, seq__range=(page.first_seq, page.last_seq))
+        assert sorted(entry_ids_on(page)) == sorted(
+            e.updated.strftime("%Y-%m-%dT%H:%M:%S.%fZ") for e in expected)
+        assert page.first_updated == expected.first().updated
+        assert page.last_updated == expected.last().updated
+
+
+def test_it_is_idempotent(feed):
+    write(feed, 6)
+    assert len(seal_feed(feed)) == 2
+    bodies = list(feed.pages.values_list("body", flat=True))
+
+    assert seal_feed(feed) == []
+    assert seal_all() == []
+    assert [bytes(b) for b in feed.pages.values_list("body", flat=True)] == \
+        [bytes(b) for b in bodies]
+
+
+def test_sealing_the_next_page_adds_only_the_next_archive_link(feed):
+    write(feed, 3)
+    seal_feed(feed)
+    before = bytes(feed.pages.get(number=1).body)
+    write(feed, 3, start=3)
+    seal_feed(feed)
+
+    page = feed.pages.get(number=1)
+    after = etree.fromstring(bytes(page.body))
+    links = after.findall("a:link[@rel='next-archive']", NS)
+    assert page.has_next
+    assert [link.get("href") for link in links] == \
+        ["http://127.0.0.1:8000/feeds/books/archives/2/"]
+    links[0].getparent().remove(links[0])
+    assert etree.tostring(after, xml_declaration=True, encoding="utf-8") == before
+
+
+def test_a_sealed_page_keeps_its_bytes_when_the_feed_is_retitled(feed):
+    write(feed, 3)
+    seal_feed(feed)
+    before = bytes(feed.pages.get(number=1).body)
+    publishing.update_feed(feed=feed, title="A new title", author="Someone else")
+    write(feed, 3, start=3)
+    seal_feed(feed)
+
+    after = etree.fromstring(bytes(feed.pages.get(number=1).body))
+    for link in after.findall("a:link[@rel='next-archive']", NS):
+        link.getparent().remove(link)
+    assert etree.tostring(after, xml_declaration=True, encoding="utf-8") == before
+
+
+def test_a_sealer_that_lost_the_race_stores_nothing(feed, monkeypatch):
+    write(feed, 3)
+    # Another sealer claims page 1 between this one's render and its claim.
+    from archives import atom
+
+    real_render = atom.render_archive
+
+    def render_then_lose(*args, **kwargs):
+        body = real_render(*args, **kwargs)
+        Feed.objects.filter(pk=feed.pk).update(sealed_pages=1)
+        return body
+
+    monkeypatch.setattr(atom, "render_archive", render_then_lose)
+    assert seal_feed(feed) == []
+    assert not ArchivePage.objects.exists()
+
+
+def test_a_sealer_killed_half_way_leaves_nothing_half_sealed(feed, monkeypatch):
+    write(feed, 6)
+    from archives import sealing
+
+    def crash(*args, **kwargs):
+        raise RuntimeError("killed")
+
+    monkeypatch.setattr(sealing, "_link_previous_page", crash)
+    # Page 1 seals (it links to nothing); page 2 crashes while linking page 1.
+    with pytest.raises(RuntimeError):
+        seal_feed(feed)
+    assert list(feed.pages.values_list("number", "has_next")) == [(1, False)]
+    assert Feed.objects.get(pk=feed.pk).sealed_pages == 1
+
+    monkeypatch.undo()
+    seal_feed(feed)
+    assert list(feed.pages.values_list("number", "has_next")) == [(1, True), (2, False)]
+
+
+def test_dry_run_seals_nothing(feed):
+    write(feed, 7)
+    pages = seal_feed(feed, dry_run=True)
+    assert [p.number for p in pages] == [1, 2]
+    assert not ArchivePage.objects.exists()
+
+
+def test_the_command_seals_and_reports(feed):
+    write(feed, 7)
+    out = StringIO()
+    call_command("seal_archives", "--dry-run", stdout=out)
+    assert "would seal books page 2 (entries 4..6)" in out.getvalue()
+    assert not ArchivePage.objects.exists()
+
+    out = StringIO()
+    call_command("seal_archives", "--feed", "books", stdout=out)
+    assert out.getvalue().splitlines() == [
+        "sealed books page 1 (entries 1..3)", "sealed books page 2 (entries 4..6)"]
+
+    out = StringIO()
+    call_command("seal_archives", stdout=out)
+    assert out.getvalue() == "nothing to seal\n"
+
+
+def test_the_command_refuses_an_unknown_feed(db):
+    with pytest.raises(CommandError, match="No feed 'nope'"):
+        call_command("seal_archives", "--feed", "nope", stdout=StringIO())

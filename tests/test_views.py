@@ -1,0 +1,339 @@
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import feedparser
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils.http import http_date
+from lxml import etree
+
+from archives import atom, publishing
+from archives.models import Feed
+from archives.sealing import seal_feed
+
+from .factories import FeedFactory, record_data
+from .walking import NS, walk
+
+BASE = "http://127.0.0.1:8000"
+
+
+@pytest.fixture
+def sealed_feed(feed):
+    """7 entries: pages 1 and 2 sealed, entry 7 (a deletion) in the subscription."""
+    for n in range(1, 5):
+        publishing.put_record(feed=feed, key=f"k{n}", data=record_data(n))
+    publishing.put_record(feed=feed, key="k1", data=record_data(1, title="Renamed"))
+    publishing.put_record(feed=feed, key="k5", data=record_data(5))
+    publishing.delete_record(feed=feed, key="k2")
+    seal_feed(feed)
+    return Feed.objects.get(pk=feed.pk)
+
+
+def links_of(root):
+    return {link.get("rel"): link.get("href") for link in root.findall("a:link", NS)}
+
+
+def header_links(response):
+    return {part.split('rel="')[1].rstrip('"'): part.split(">")[0].lstrip("< ")
+            for part in response["Link"].split(", ")}
+
+
+def test_an_empty_subscription_document_is_valid_and_dated_by_the_feed(
+        client, feed, atom_validators):
+    response = client.get("/feeds/books/")
+
+    root = atom_validators(response.content)
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/atom+xml; charset=utf-8"
+    assert root.findall("a:entry", NS) == []
+    assert root.findtext("a:updated", namespaces=NS) == atom.rfc3339(feed.created)
+    assert "prev-archive" not in links_of(root)
+
+
+def test_the_subscription_document_holds_the_unsealed_entries_newest_first(
+        client, sealed_feed, atom_validators):
+    for n in range(8, 10):
+        publishing.put_record(feed=sealed_feed, key=f"k{n}", data=record_data(n))
+    root = atom_validators(client.get("/feeds/books/").content)
+
+    updated = [e.findtext("a:updated", namespaces=NS) for e in root.findall("a:entry", NS)]
+    assert len(updated) == 3
+    assert updated == sorted(updated, reverse=True)
+    assert root.findtext("a:updated", namespaces=NS) == updated[0]
+    assert links_of(root) == {
+        "self": f"{BASE}/feeds/books/",
+        "current": f"{BASE}/feeds/books/",
+        "prev-archive": f"{BASE}/feeds/books/archives/2/",
+    }
+
+
+def test_archive_documents_carry_fh_archive_and_their_links(client, sealed_feed, atom_validators):
+    first = atom_validators(client.get("/feeds/books/archives/1/").content)
+    second = atom_validators(client.get("/feeds/books/archives/2/").content)
+
+    assert first.find("fh:archive", NS) is not None and second.find("fh:archive", NS) is not None
+    assert links_of(first) == {
+        "self": f"{BASE}/feeds/books/archives/1/",
+        "current": f"{BASE}/feeds/books/",
+        "next-archive": f"{BASE}/feeds/books/archives/2/",
+    }
+    assert links_of(second) == {
+        "self": f"{BASE}/feeds/books/archives/2/",
+        "current": f"{BASE}/feeds/books/",
+        "prev-archive": f"{BASE}/feeds/books/archives/1/",
+    }
+    entries = second.findall("a:entry", NS)
+    assert second.findtext("a:updated", namespaces=NS) == \
+        max(e.findtext("a:updated", namespaces=NS) for e in entries)
+
+
+def test_entries_follow_atom_pmh(client, sealed_feed, atom_validators):
+    walked = walk(client, f"{BASE}/feeds/books/")
+    entries = [e for d in walked.documents for e in d.entries()]
+    deletion = next(e for e in entries if e["deletion"])
+    active = [e for e in entries if not e["deletion"]]
+
+    raw = walked.documents[0].root.find("a:entry", NS)
+    assert raw.find("a:content", NS).text is None and raw.find("a:summary", NS) is None
+    assert deletion["id"] == publishing.Record.objects.get(key="k2").atom_id
+    for entry in active:
+        assert entry["alternates"][0].startswith(f"{BASE}/feeds/books/records/k")
+    for document in walked.documents:
+        for entry in document.root.findall("a:entry", NS):
+            alternate = entry.find("a:link[@rel='alternate']", NS)
+            if alternate is not None:
+                assert entry.find("a:content", NS) is None
+                assert alternate.get("type") == "application/atom+xml"
+
+
+def test_feedparser_reads_every_entry_and_link(client, sealed_feed):
+    for url, count in [("/feeds/books/", 1), ("/feeds/books/archives/1/", 3),
+                       ("/feeds/books/archives/2/", 3)]:
+        parsed = feedparser.parse(client.get(url).content)
+        assert not parsed.bozo, parsed.get("bozo_exception")
+        assert len(parsed.entries) == count
+        rels = {link["rel"] for link in parsed.feed.links}
+        assert {"self", "current"} <= rels
+        for entry in parsed.entries:
+            assert entry.id.startswith("urn:uuid:")
+            assert entry.updated_parsed
+
+
+def test_record_strings_come_out_byte_for_byte(client, feed):
+    title = "Tom & Jerry <3 \"quotes\" 'apos' ü 𝄞 \t tab"
+    summary = "line one\nline two\r\n]]> not CDATA"
+    publishing.put_record(feed=feed, key="odd", data=record_data(1, title=title, summary=summary))
+
+    root = etree.fromstring(client.get("/feeds/books/").content)
+    entry = root.find("a:entry", NS)
+    assert entry.findtext("a:title", namespaces=NS) == title
+    # XML normalises a bare CR in text to LF; a CR survives only as a character reference.
+    assert entry.findtext("a:summary", namespaces=NS) == summary
+
+
+def test_link_headers_repeat_the_document_links(client, sealed_feed):
+    for url in ["/feeds/books/", "/feeds/books/archives/1/", "/feeds/books/archives/2/"]:
+        response = client.get(url)
+        assert header_links(response) == links_of(etree.fromstring(response.content))
+
+
+def test_only_a_page_with_its_next_archive_link_is_immutable(client, sealed_feed, settings):
+    assert client.get("/feeds/books/archives/1/")["Cache-Control"] == \
+        "public, max-age=31536000, immutable"
+    assert client.get("/feeds/books/archives/2/")["Cache-Control"] == \
+        f"public, max-age={settings.FEEDPUB_MAX_AGE}"
+    assert client.get("/feeds/books/")["Cache-Control"] == \
+        f"public, max-age={settings.FEEDPUB_MAX_AGE}"
+
+
+@pytest.mark.parametrize("url", ["/feeds/books/", "/feeds/books/archives/1/",
+                                 "/feeds/books/archives/2/", "/feeds/books/records/k1"])
+def test_it_answers_304_to_a_matching_etag_or_date(client, sealed_feed, url):
+    response = client.get(url)
+
+    by_etag = client.get(url, HTTP_IF_NONE_MATCH=response["ETag"])
+    by_date = client.get(url, HTTP_IF_MODIFIED_SINCE=response["Last-Modified"])
+    changed = client.get(url, HTTP_IF_NONE_MATCH='"something-else"')
+    assert by_etag.status_code == by_date.status_code == 304
+    assert by_etag.content == b""
+    assert by_etag["ETag"] == response["ETag"] and by_etag["Link"] == response["Link"]
+    assert changed.status_code == 200
+
+
+def test_a_subscription_poll_that_finds_nothing_new_costs_one_query_and_no_rendering(
+        client, sealed_feed, monkeypatch):
+    etag = client.get("/feeds/books/")["ETag"]
+    monkeypatch.setattr(atom, "render_subscription", lambda *a: pytest.fail("rendered"))
+
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get("/feeds/books/", HTTP_IF_NONE_MATCH=etag)
+    assert response.status_code == 304
+    assert len(queries) == 1
+
+
+def test_a_write_or_a_retitle_changes_the_subscription_etag(client, sealed_feed):
+    etag = client.get("/feeds/books/")["ETag"]
+    publishing.update_feed(feed=sealed_feed, title="Retitled")
+    retitled = client.get("/feeds/books/", HTTP_IF_NONE_MATCH=etag)
+    publishing.put_record(feed=sealed_feed, key="new", data=record_data(99))
+    written = client.get("/feeds/books/", HTTP_IF_NONE_MATCH=retitled["ETag"])
+
+    assert retitled.status_code == written.status_code == 200
+    assert len({etag, retitled["ETag"], written["ETag"]}) == 3
+
+
+def test_an_immutable_page_is_served_from_memory_without_the_database(client, sealed_feed):
+    first = client.get("/feeds/books/archives/1/")
+    with CaptureQueriesContext(connection) as queries:
+        again = client.get("/feeds/books/archives/1/")
+        revalidated = client.get("/feeds/books/archives/1/", HTTP_IF_NONE_MATCH=first["ETag"])
+    assert len(queries) == 0
+    assert again.content == first.content and revalidated.status_code == 304
+
+
+def test_the_newest_page_is_read_again_and_gains_its_next_archive_link(client, sealed_feed):
+    before = client.get("/feeds/books/archives/2/")
+    for n in range(10, 13):
+        publishing.put_record(feed=sealed_feed, key=f"k{n}", data=record_data(n))
+    seal_feed(sealed_feed)
+    after = client.get("/feeds/books/archives/2/", HTTP_IF_NONE_MATCH=before["ETag"])
+
+    assert after.status_code == 200
+    assert "next-archive" in header_links(after)
+    assert after["Cache-Control"] == "public, max-age=31536000, immutable"
+
+
+@pytest.mark.parametrize("url", ["/feeds/books/", "/feeds/books/archives/1/",
+                                 "/feeds/books/archives/2/", "/feeds/books/records/k1",
+                                 "/feeds/books/archives/9/", "/feeds/books/records/k2"])
+def test_head_answers_the_same_status_and_headers_as_get_without_a_body(
+        client, sealed_feed, url):
+    get, head = client.get(url), client.head(url)
+
+    assert head.status_code == get.status_code
+    body = b"".join(head.streaming_content) if head.streaming else head.content
+    assert body == b""
+    for name in ["Content-Type", "ETag", "Last-Modified", "Cache-Control", "Link"]:
+        assert head.get(name) == get.get(name), name
+    if head.has_header("Content-Length"):
+        assert head["Content-Length"] == get["Content-Length"]
+
+
+def test_other_methods_are_refused(client, sealed_feed):
+    assert client.post("/feeds/books/").status_code == 405
+    assert client.delete("/feeds/books/archives/1/").status_code == 405
+
+
+@pytest.mark.parametrize(
+    ("url", "status"),
+    [
+        ("/feeds/nope/", 404),
+        ("/feeds/nope/archives/1/", 404),
+        ("/feeds/books/archives/0/", 404),
+        ("/feeds/books/archives/3/", 404),
+        ("/feeds/books/archives/99999999999999999999999/", 404),
+        ("/feeds/books/archives/2023/02/30/", 404),
+        ("/feeds/books/archives/2023/13/", 404),
+        ("/feeds/books/archives/0000/01/", 404),
+        ("/feeds/books/archives/abc/", 404),
+        ("/feeds/books/archives/2024/ab/", 404),
+        ("/feeds/books/archives/-1/", 404),
+        ("/feeds/books/records/nope", 404),
+        ("/feeds/books/records/k2", 410),
+        ("/feeds/nope/archives/2024/01/", 404),
+    ],
+)
+def test_bad_addresses_get_a_clear_4xx(client, sealed_feed, url, status):
+    assert client.get(url).status_code == status
+
+
+@pytest.fixture
+def dated_feed(feed, monkeypatch):
+    """Entry n written at noon on 2024-01-n: page 1 = Jan 1-3, page 2 = Jan 4-6, 7 unsealed."""
+    days = iter(datetime(2024, 1, n, 12, tzinfo=UTC) for n in range(1, 8))
+    monkeypatch.setattr(publishing.timezone, "now", lambda: next(days))
+    for n in range(1, 8):
+        publishing.put_record(feed=feed, key=f"k{n}", data=record_data(n))
+    monkeypatch.undo()
+    seal_feed(feed)
+    return feed
+
+
+@pytest.mark.parametrize(
+    ("path", "status", "location"),
+    [
+        ("2023/12/", 301, "/feeds/books/archives/1/"),
+        ("2024/01/", 301, "/feeds/books/archives/1/"),
+        ("2024/01/03/", 301, "/feeds/books/archives/1/"),
+        ("2024/01/04/", 301, "/feeds/books/archives/2/"),
+        ("2024/01/06/", 301, "/feeds/books/archives/2/"),
+        ("2024/01/07/", 302, "/feeds/books/"),
+        ("2024/02/", 302, "/feeds/books/"),
+    ],
+)
+def test_date_routes_redirect_to_the_page_holding_that_instant(
+        client, dated_feed, path, status, location):
+    response = client.get(f"/feeds/books/archives/{path}")
+    assert (response.status_code, response["Location"]) == (status, location)
+
+
+def test_the_record_url_serves_an_atom_entry_document(client, sealed_feed, atom_validators):
+    response = client.get("/feeds/books/records/k1")
+    root = atom_validators(response.content)
+
+    assert response["Content-Type"] == "application/atom+xml; type=entry; charset=utf-8"
+    assert response["Vary"] == "Accept"
+    assert root.tag == f"{{{atom.ATOM_NS}}}entry"
+    assert root.findtext("a:title", namespaces=NS) == "Renamed"
+    assert root.find("a:link[@rel='self']", NS).get("href") == f"{BASE}/feeds/books/records/k1"
+    assert json.loads(root.findtext("a:content", namespaces=NS)) == record_data(1)["metadata"]
+
+
+def test_the_record_url_serves_json_when_asked(client, sealed_feed):
+    response = client.get("/feeds/books/records/k1", HTTP_ACCEPT="application/json")
+    atom_etag = client.get("/feeds/books/records/k1")["ETag"]
+    body = response.json()
+
+    assert response["Content-Type"] == "application/json"
+    assert response["ETag"] != atom_etag
+    assert body["key"] == "k1" and body["title"] == "Renamed" and body["deleted"] is False
+    assert body["metadata"] == record_data(1)["metadata"]
+    assert body["url"] == f"{BASE}/feeds/books/records/k1"
+    assert client.get("/feeds/books/records/k1?format=json")["Content-Type"] == \
+        "application/json"
+
+
+def test_the_record_updated_equals_its_newest_entry(client, sealed_feed):
+    walked = walk(client, f"{BASE}/feeds/books/")
+    live = walked.live
+    for key in ["k1", "k3", "k4", "k5"]:
+        body = client.get(f"/feeds/books/records/{key}?format=json").json()
+        assert live[body["atom_id"]]["updated"] == body["updated"]
+
+
+def test_last_modified_comes_from_stored_data(client, sealed_feed):
+    response = client.get("/feeds/books/archives/1/")
+    page = sealed_feed.pages.get(number=1)
+    assert response["Last-Modified"] == http_date(page.last_updated.timestamp())
+    assert client.get("/feeds/books/")["Last-Modified"] == \
+        http_date(Feed.objects.get(pk=sealed_feed.pk).last_updated.timestamp())
+
+
+def test_the_index_lists_feeds_with_autodiscovery_links(client, sealed_feed):
+    FeedFactory(slug="films", title="Films")
+    response = client.get("/")
+    root = etree.HTML(response.content)
+
+    assert response.status_code == 200
+    discovered = root.xpath("//link[@rel='alternate'][@type='application/atom+xml']/@href")
+    assert discovered == ["/feeds/books/", "/feeds/films/"]
+    assert "Books" in response.content.decode()
+
+
+def test_documents_do_not_depend_on_the_request_host(client, sealed_feed):
+    here = client.get("/feeds/books/archives/2/").content
+    there = client.get("/feeds/books/archives/2/", HTTP_HOST="localhost").content
+    assert here == there
