@@ -22,7 +22,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from .models import Entry, Feed, Record
-from .validation import RecordData, clean_key, clean_record
+from .validation import RecordData, clean_feed_text, clean_key, clean_record
 
 logger = logging.getLogger(__name__)
 
@@ -241,6 +241,7 @@ def _seal_after_commit(feed_id: int) -> None:
 
 
 def create_feed(*, slug: str, title: str, **fields: Any) -> Feed:
+    clean_feed_text({"title": title, **fields})
     feed = Feed(slug=slug, title=title, **fields)
     feed.full_clean()
     feed.save()
@@ -250,6 +251,7 @@ def create_feed(*, slug: str, title: str, **fields: Any) -> Feed:
 def update_feed(*, feed: Feed, **changes: Any) -> Feed:
     """Change a feed's description. Its slug and page size are frozen once a page is
     sealed: archive URIs are promised forever and page n's range depends on page_size."""
+    clean_feed_text(changes)
     with transaction.atomic():
         locked = Feed.objects.select_for_update().get(pk=feed.pk)
         frozen = {name for name in ("slug", "page_size")

@@ -109,6 +109,22 @@ def clean_record(data: Any) -> RecordData:
     return RecordData(**cleaned)
 
 
+FEED_TEXT_FIELDS = ("title", "subtitle", "author")
+
+
+def clean_feed_text(fields: Mapping[str, Any]) -> None:
+    """A feed's title, subtitle and author go into every document of the feed, sealed
+    pages included: refuse what XML 1.0 cannot carry, naming the field."""
+    errors = {}
+    for name in FEED_TEXT_FIELDS:
+        value = fields.get(name)
+        problem = xml_problem(value) if isinstance(value, str) else None
+        if problem:
+            errors[name] = [problem]
+    if errors:
+        raise ValidationError(errors)
+
+
 def xml_problem(text: str) -> str | None:
     """Why `text` cannot appear in an XML 1.0 document, or None when it can."""
     bad = XML_ILLEGAL_RE.search(text)
