@@ -1,0 +1,452 @@
+"""A conformance checker for archived feeds: RFC 5005, Atom-PMH, RFC 4287 and HTTP.
+
+`check_feed(url)` walks a feed from its subscription document back along `prev-archive`,
+and forward along every `next-archive` it meets, and returns one Problem per violation,
+each naming the URL it concerns. With a state file it also remembers a hash of every
+archive page, so a later run can tell when a published page changed other than by gaining
+its `next-archive` link. Like the harvester it works against any server.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from lxml import etree, isoschematron
+
+from .consumer import (
+    A,
+    AtomDocument,
+    DocumentError,
+    FetchError,
+    HttpClient,
+    Limits,
+    Reconstruction,
+    Response,
+    parse_document,
+    parse_link_header,
+    timestamp_text,
+)
+
+SCHEMA_DIR = Path(__file__).parent / "schema"
+NAVIGATION_RELS = ("self", "current", "prev-archive", "next-archive")
+ATOM_MEDIA_TYPE = "application/atom+xml"
+STATE_VERSION = 1
+MAX_SCHEMA_ERRORS = 5  # per document: one broken template can produce thousands
+
+
+@dataclass(frozen=True, order=True)
+class Problem:
+    url: str
+    code: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.url}  {self.code}: {self.message}"
+
+
+class CheckFailed(Exception):
+    """The check could not run at all (the start URL does not answer with a document)."""
+
+
+@dataclass
+class Page:
+    url: str
+    response: Response
+    document: AtomDocument | None  # None when the body is not an Atom feed
+
+
+@dataclass
+class CheckResult:
+    problems: list[Problem]
+    documents: int
+    requests: int
+    bytes: int
+    seconds: float
+    complete: bool  # False when the request budget ran out before the walk ended
+    notes: list[str] = field(default_factory=list)
+
+
+@cache
+def _validators() -> tuple[etree.RelaxNG, isoschematron.Schematron]:
+    relaxng = etree.RelaxNG(etree.parse(str(SCHEMA_DIR / "atom.rng")))
+    schematron = isoschematron.Schematron(etree.parse(str(SCHEMA_DIR / "atom-rules.sch")),
+                                          store_report=True)
+    return relaxng, schematron
+
+
+class Checker:
+    def __init__(self, *, client: HttpClient | None = None, state_path: str | None = None,
+                 sample: int = 5, http_checks: bool = True, seed: int = 5005):
+        self.client = client or HttpClient(Limits())
+        self.state_path = state_path
+        self.sample = sample
+        self.http_checks = http_checks
+        self.seed = seed
+        self.problems: set[Problem] = set()
+        self.pages: dict[str, Page] = {}
+        self.chain: list[str] = []  # the prev-archive walk, newest first
+        self.complete = True
+        self.notes: list[str] = []
+
+    # The walk ------------------------------------------------------------------------
+
+    def run(self, url: str) -> CheckResult:
+        started = time.monotonic()
+        try:
+            response = self.client.fetch(url)
+        except FetchError as error:
+            raise CheckFailed(str(error)) from error
+        if response.status != 200:
+            raise CheckFailed(f"{url} answered HTTP {response.status}")
+        self._accept(url, response)
+        try:
+            self._walk_back(url)
+            self._walk_forward()
+            self._check_links_between_pages()
+            self._check_alternates()
+            self._check_immutability()
+        except FetchError as error:  # the request budget ran out (others are caught below)
+            self.complete = False
+            self.notes.append(f"stopped early: {error}")
+        return CheckResult(sorted(self.problems), len(self.pages), self.client.requests,
+                           self.client.bytes_received, round(time.monotonic() - started, 3),
+                           self.complete, self.notes)
+
+    def _walk_back(self, url: str) -> None:
+        self.chain = [url]
+        current = self.pages[url]
+        while current.document is not None and current.document.prev_archive:
+            target = current.document.prev_archive
+            if target in self.chain:
+                self._problem(current.url, "rfc5005.loop",
+                              f"prev-archive leads back to {target}, already reached on this walk")
+                return
+            page = self._get(target, referrer=current.url, rel="prev-archive")
+            if page is None:
+                return
+            self.chain.append(target)
+            current = page
+
+    def _walk_forward(self) -> None:
+        """Pages reachable by next-archive are published too: fetch the ones not seen yet."""
+        queue = [page.url for page in self.pages.values()]
+        visited: set[str] = set()
+        while queue:
+            url = queue.pop()
+            page = self.pages.get(url)
+            if url in visited or page is None or page.document is None:
+                continue
+            visited.add(url)
+            target = page.document.next_archive
+            if (target and target not in self.pages
+                    and self._get(target, referrer=url, rel="next-archive") is not None):
+                queue.append(target)
+
+    def _get(self, url: str, *, referrer: str, rel: str) -> Page | None:
+        """Fetch a linked document; a link that does not resolve is a problem."""
+        try:
+            response = self.client.fetch(url)
+        except FetchError as error:
+            if self.client.requests >= self.client.limits.max_requests:
+                raise
+            self._problem(referrer, "rfc5005.unresolved", f"{rel} {url}: {error}")
+            return None
+        if response.status != 200:
+            self._problem(referrer, "rfc5005.unresolved",
+                          f"{rel} {url} answered HTTP {response.status}")
+            return None
+        return self._accept(url, response)
+
+    def _accept(self, url: str, response: Response) -> Page:
+        try:
+            document = parse_document(response.body, url)
+        except DocumentError as error:
+            self._problem(url, "atom.xml", str(error))
+            document = None
+        page = Page(url, response, document)
+        self.pages[url] = page
+        if document is not None:
+            self._check_document(page)
+        if self.http_checks:
+            self._check_http(page)
+        return page
+
+    # One document ------------------------------------------------------------------
+
+    def _check_document(self, page: Page) -> None:
+        document, url = page.document, page.url
+        self._check_schema(url, document.root)
+        archive_links = [rel for rel in ("prev-archive", "next-archive") if document.link(rel)]
+        if document.is_complete and archive_links:
+            self._problem(url, "rfc5005.complete",
+                          f"fh:complete beside {' and '.join(archive_links)} links")
+        if document.is_archive and not document.link("current"):
+            self._problem(url, "rfc5005.current", "an archive document without a current link")
+        if document.updated is None:
+            self._problem(url, "pmh.updated", "the document has no valid atom:updated")
+        for entry in document.entries:
+            label = entry.id or "(an entry without atom:id)"
+            if entry.updated is None:
+                self._problem(url, "pmh.updated", f"entry {label} has no valid atom:updated")
+            elif document.updated is not None and entry.updated > document.updated:
+                self._problem(url, "pmh.doc-updated",
+                              f"entry {label} ({timestamp_text(entry.updated)}) is newer than "
+                              f"the document's updated ({timestamp_text(document.updated)})")
+            self._check_entry_kind(url, entry, label)
+
+    def _check_entry_kind(self, url: str, entry, label: str) -> None:
+        """Atom-PMH: an active entry has an alternate link and no content; a deletion entry
+        has no alternate link and an empty content element without src."""
+        if entry.alternates:
+            if entry.has_content:
+                self._problem(url, "pmh.entry",
+                              f"entry {label} has an alternate link and atom:content: neither an "
+                              "active entry nor a deletion entry")
+            return
+        if not entry.has_content:
+            self._problem(url, "pmh.deletion",
+                          f"entry {label} has no alternate link and no atom:content")
+        elif not entry.content_empty:
+            what = "a src attribute" if entry.content_src else "non-empty content"
+            self._problem(url, "pmh.deletion",
+                          f"deletion entry {label} has {what}; its atom:content must be empty")
+
+    def _check_schema(self, url: str, root: etree._Element) -> None:
+        relaxng, schematron = _validators()
+        if not relaxng.validate(root):
+            for error in list(relaxng.error_log)[:MAX_SCHEMA_ERRORS]:
+                self._problem(url, "atom.relaxng", f"line {error.line}: {error.message}")
+        if not schematron.validate(root):
+            report = schematron.validation_report
+            failures = report.getroot().iterfind(
+                "{http://purl.oclc.org/dsdl/svrl}failed-assert") if report is not None else []
+            for failure in list(failures)[:MAX_SCHEMA_ERRORS]:
+                text = " ".join("".join(failure.itertext()).split())
+                self._problem(url, "atom.schematron", f"{failure.get('location')}: {text}")
+
+    def _check_http(self, page: Page) -> None:
+        url, response, document = page.url, page.response, page.document
+        content_type = (response.header("Content-Type") or "").split(";")[0].strip().lower()
+        if content_type != ATOM_MEDIA_TYPE:
+            self._problem(url, "http.content-type",
+                          f"Content-Type is {content_type or 'missing'}, not {ATOM_MEDIA_TYPE}")
+        for name in ("ETag", "Last-Modified"):
+            if not response.header(name):
+                self._problem(url, "http.validators", f"no {name} header")
+        self._check_revalidation(url, "If-None-Match", response.etag)
+        self._check_revalidation(url, "If-Modified-Since", response.last_modified)
+        self._check_head(url, response)
+        cache_control = response.cache_control
+        if "immutable" in cache_control and (document is None or not document.is_archive
+                                             or not document.next_archive):
+            self._problem(url, "http.immutable",
+                          "Cache-Control immutable on a document that may still change "
+                          "(only an archive page with its next-archive link is final)")
+        if document is not None and response.header("Link"):
+            self._check_link_header(url, response, document)
+
+    def _check_revalidation(self, url: str, header: str, value: str | None) -> None:
+        if not value:
+            return
+        try:
+            answer = self.client.fetch(url, headers={header: value})
+        except FetchError as error:
+            self._problem(url, "http.revalidation", f"{header}: {error}")
+            return
+        if answer.status != 304:
+            self._problem(url, "http.revalidation",
+                          f"{header}: {value} answered HTTP {answer.status}, not 304")
+
+    def _check_head(self, url: str, get: Response) -> None:
+        try:
+            head = self.client.fetch(url, method="HEAD")
+        except FetchError as error:
+            self._problem(url, "http.head", str(error))
+            return
+        if head.status != get.status:
+            self._problem(url, "http.head", f"HEAD answered {head.status}, GET {get.status}")
+            return
+        for name in ("Content-Type", "ETag", "Last-Modified", "Cache-Control", "Link"):
+            if head.header(name) != get.header(name):
+                self._problem(url, "http.head", f"HEAD says {name}: {head.header(name)!r}, "
+                                                f"GET says {get.header(name)!r}")
+        length = head.header("Content-Length")
+        encoded = get.header("Content-Encoding")
+        if length is not None and not encoded and length != str(len(get.body)):
+            self._problem(url, "http.head", f"HEAD says Content-Length: {length}, "
+                                            f"GET sent {len(get.body)} bytes")
+
+    def _check_link_header(self, url: str, response: Response, document: AtomDocument) -> None:
+        in_header = {pair for pair in parse_link_header(response.header("Link"), url)
+                     if pair[0] in NAVIGATION_RELS}
+        in_document = {(rel, href) for rel in NAVIGATION_RELS
+                       for href in document.links.get(rel, [])}
+        if not in_header:
+            return
+        for rel, href in sorted(in_header ^ in_document):
+            where = "the Link header" if (rel, href) in in_header else "the document"
+            self._problem(url, "http.link-header",
+                          f"{rel} {href} is only in {where}; the Link header and the document "
+                          "must name the same links")
+
+    # Between pages -----------------------------------------------------------------
+
+    def _check_links_between_pages(self) -> None:
+        for page in self.pages.values():
+            document = page.document
+            if document is None:
+                continue
+            previous = self._document(document.prev_archive)
+            if previous is not None:
+                self._check_pair(older=previous, newer=document)
+            following = self._document(document.next_archive)
+            if following is not None and following.prev_archive != page.url:
+                self._problem(following.url, "rfc5005.one-way",
+                              f"{page.url} links next-archive here, but this page's prev-archive "
+                              f"is {following.prev_archive or 'missing'}")
+            if document.next_archive and not document.is_archive:
+                self._problem(page.url, "rfc5005.next-archive",
+                              "next-archive on a document that is not an archive document")
+
+    def _check_pair(self, *, older: AtomDocument, newer: AtomDocument) -> None:
+        """`newer` links prev-archive to `older`."""
+        if not older.is_archive:
+            self._problem(older.url, "rfc5005.archive",
+                          f"reached by prev-archive from {newer.url} but has no fh:archive")
+        if newer.is_archive and older.next_archive != newer.url:
+            self._problem(older.url, "rfc5005.one-way",
+                          f"{newer.url} links prev-archive here, but this page's next-archive "
+                          f"is {older.next_archive or 'missing'}")
+        if not newer.is_archive and older.next_archive:
+            self._problem(newer.url, "rfc5005.one-way",
+                          f"prev-archive {older.url} is not the newest archive page: it links "
+                          f"next-archive to {older.next_archive}")
+        newer_times = [entry.updated for entry in newer.entries if entry.updated]
+        older_times = [entry.updated for entry in older.entries if entry.updated]
+        if newer_times and older.updated and older.updated > min(newer_times):
+            self._problem(older.url, "pmh.prev-updated",
+                          f"updated {_text(older.updated)} is later than entry "
+                          f"{_text(min(newer_times))} of {newer.url}, which links here")
+        if newer_times and older_times and max(older_times) > min(newer_times):
+            self._problem(newer.url, "pmh.order",
+                          f"entry {_text(min(newer_times))} is older than entry "
+                          f"{_text(max(older_times))} of the previous page {older.url}")
+        if older.updated and newer.updated and older.updated > newer.updated:
+            self._problem(newer.url, "pmh.order",
+                          f"updated {_text(newer.updated)} is earlier than the previous page's "
+                          f"{_text(older.updated)} ({older.url})")
+
+    def _document(self, url: str | None) -> AtomDocument | None:
+        page = self.pages.get(url) if url else None
+        return page.document if page else None
+
+    def _check_alternates(self) -> None:
+        """A sample of live records: their alternate link must resolve (Atom-PMH 4.2)."""
+        if self.sample <= 0:
+            return
+        reconstruction = Reconstruction()
+        for url in reversed(self.chain):
+            document = self._document(url)
+            if document is not None:
+                reconstruction.apply(document)
+        live = [record for record in reconstruction.live() if record.get("alternate")]
+        chosen = random.Random(self.seed).sample(live, min(self.sample, len(live)))  # noqa: S311
+        for record in chosen:
+            self._check_alternate(record)
+
+    def _check_alternate(self, record: dict[str, Any]) -> None:
+        href = record["alternate"]
+        try:
+            answer = self.client.fetch(href, method="HEAD")
+            if answer.status in (405, 501):  # HEAD not offered: ask for the document itself
+                answer = self.client.fetch(href)
+        except FetchError as error:
+            if self.client.requests >= self.client.limits.max_requests:
+                raise
+            self._problem(record["source"], "pmh.alternate",
+                          f"entry {record['id']}: alternate {href}: {error}")
+            return
+        if not 200 <= answer.status < 300:
+            self._problem(record["source"], "pmh.alternate",
+                          f"entry {record['id']}: alternate {href} answered HTTP {answer.status}")
+
+    # Over time ---------------------------------------------------------------------
+
+    def _check_immutability(self) -> None:
+        if self.state_path is None:
+            return
+        state = _load_state(self.state_path)
+        for page in self.pages.values():
+            if page.document is None or not page.document.is_archive:
+                continue
+            seen = {"content": content_hash(page.response.body),
+                    "body": hashlib.sha256(page.response.body).hexdigest(),
+                    "has_next": page.document.next_archive is not None,
+                    "updated": timestamp_text(page.document.updated)}
+            before = state["pages"].get(page.url)
+            if before is not None and before["content"] != seen["content"]:
+                self._problem(page.url, "immutability.changed",
+                              "this archive page changed since an earlier check, other than by "
+                              "gaining its next-archive link")
+            elif before is not None and before["has_next"] and before["body"] != seen["body"]:
+                self._problem(page.url, "immutability.changed",
+                              "this archive page changed after it had its next-archive link")
+            state["pages"][page.url] = seen
+        _save_state(self.state_path, state)
+
+    def _problem(self, url: str, code: str, message: str) -> None:
+        self.problems.add(Problem(url, code, message))
+
+
+def content_hash(body: bytes) -> str:
+    """A hash of an archive page that ignores its next-archive link (the one allowed change)
+    and insignificant whitespace."""
+    parser = etree.XMLParser(resolve_entities=False, no_network=True, remove_blank_text=True)
+    try:
+        root = etree.fromstring(body, parser)  # noqa: S320 - parser hardened
+    except etree.XMLSyntaxError:
+        return hashlib.sha256(body).hexdigest()
+    for link in root.findall(f"{A}link[@rel='next-archive']"):
+        root.remove(link)
+    return hashlib.sha256(etree.tostring(root, method="c14n")).hexdigest()
+
+
+def _load_state(path: str) -> dict[str, Any]:
+    if not Path(path).exists():
+        return {"version": STATE_VERSION, "pages": {}}
+    try:
+        state = json.loads(Path(path).read_text(encoding="utf-8"))
+        if state.get("version") != STATE_VERSION or not isinstance(state.get("pages"), dict):
+            raise ValueError("not a checkfeed state file")
+        return state
+    except (OSError, ValueError) as error:
+        raise CheckFailed(f"cannot read state file {path}: {error}") from error
+
+
+def _save_state(path: str, state: dict[str, Any]) -> None:
+    temporary = f"{path}.tmp"
+    Path(temporary).write_text(json.dumps(state, indent=1, sort_keys=True), encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def _text(moment: datetime) -> str:
+    return timestamp_text(moment) or "?"
+
+
+def check_feed(url: str, *, limits: Limits | None = None, state_path: str | None = None,
+               sample: int = 5, http_checks: bool = True) -> CheckResult:
+    """Check the feed at `url`; raises CheckFailed when it cannot even start."""
+    if state_path is not None:
+        _load_state(state_path)  # fail before walking, not after
+    checker = Checker(client=HttpClient(limits), state_path=state_path, sample=sample,
+                      http_checks=http_checks)
+    return checker.run(url)

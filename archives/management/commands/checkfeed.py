@@ -1,0 +1,50 @@
+"""Check that an archived feed (any server) obeys RFC 5005, Atom-PMH, RFC 4287 and HTTP."""
+
+from __future__ import annotations
+
+import sys
+
+from django.core.management.base import BaseCommand
+
+from archives.checker import CheckFailed, check_feed
+from archives.consumer import Limits
+
+
+class Command(BaseCommand):
+    help = ("Walk an archived Atom feed and print one line per violation, with the URL it "
+            "concerns. Exit status: 0 clean, 1 violations found, 2 could not run.")
+
+    def add_arguments(self, parser):
+        parser.add_argument("url", help="the feed's subscription document")
+        parser.add_argument("--state", help="state file (JSON) of page hashes: a later run "
+                                            "flags archive pages that changed")
+        parser.add_argument("--sample", type=int, default=5,
+                            help="live entries whose alternate link is fetched (0: none)")
+        parser.add_argument("--no-http", action="store_true",
+                            help="skip the HTTP checks (304, HEAD): one request per page")
+        parser.add_argument("--max-requests", type=int, default=Limits.max_requests)
+        parser.add_argument("--max-bytes", type=int, default=Limits.max_bytes)
+        parser.add_argument("--timeout", type=float, default=Limits.timeout)
+
+    def handle(self, *args, url, state, sample, no_http, max_requests, max_bytes, timeout,
+               **options):
+        limits = Limits(max_requests=max_requests, max_bytes=max_bytes, timeout=timeout)
+        try:
+            result = check_feed(url, limits=limits, state_path=state, sample=sample,
+                                http_checks=not no_http)
+        except CheckFailed as error:
+            self.stderr.write(f"checkfeed could not run: {error}")
+            sys.exit(2)
+        for problem in result.problems:
+            self.stdout.write(str(problem))
+        for note in result.notes:
+            self.stderr.write(f"note: {note}")
+        self.stderr.write(
+            f"{len(result.problems)} problem(s) in {result.documents} documents; "
+            f"{result.requests} requests, {result.bytes:,} bytes, {result.seconds:.2f} s"
+            + ("" if result.complete else "; the walk did not finish")
+        )
+        if result.problems:
+            sys.exit(1)
+        if not result.complete:
+            sys.exit(2)

@@ -1,0 +1,76 @@
+"""Harvest an RFC 5005 archived feed (any server) into its live records."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from archives.consumer import (
+    HarvestFailed,
+    Limits,
+    Progress,
+    StateError,
+    harvest,
+    write_records,
+)
+
+
+class Command(BaseCommand):
+    help = ("Rebuild the live records of an archived Atom feed (RFC 5005, Atom-PMH). "
+            "Exit status: 0 complete, 1 incomplete (a page was missing or unreadable), "
+            "2 could not run.")
+
+    def add_arguments(self, parser):
+        parser.add_argument("url", help="the feed's subscription document")
+        parser.add_argument("--state", help="state file (JSON): makes the next run incremental")
+        parser.add_argument("--output", "-o", default="-",
+                            help="where to write the live records: a .jsonl file (JSON lines), "
+                                 "a .json file (one array), or - for JSON lines on stdout")
+        parser.add_argument("--max-requests", type=int, default=Limits.max_requests)
+        parser.add_argument("--max-bytes", type=int, default=Limits.max_bytes,
+                            help="largest document accepted")
+        parser.add_argument("--timeout", type=float, default=Limits.timeout,
+                            help="seconds per connection and per read")
+        parser.add_argument("--summary-json", action="store_true",
+                            help="print the summary as JSON (on stderr)")
+        parser.add_argument("--no-progress", action="store_true")
+
+    def handle(self, *args, url, state, output, max_requests, max_bytes, timeout,
+               summary_json, no_progress, **options):
+        limits = Limits(max_requests=max_requests, max_bytes=max_bytes, timeout=timeout)
+        progress = None if no_progress else Progress(self.stderr._out)
+        try:
+            result = harvest(url, state_path=state, limits=limits, progress=progress,
+                             warn=lambda message: self.stderr.write(f"warning: {message}"))
+        except (HarvestFailed, StateError) as error:
+            self.stderr.write(f"harvest failed: {error}")
+            sys.exit(2)
+        try:
+            self.write(result.records, output)
+        except OSError as error:
+            self.stderr.write(f"cannot write {output}: {error}")
+            sys.exit(2)
+        summary = result.summary
+        if summary_json:
+            self.stderr.write(json.dumps({**summary.as_dict(), "warnings": result.warnings}))
+        else:
+            self.stderr.write(
+                f"{summary.requests} requests ({summary.pages_fetched} documents fetched, "
+                f"{summary.not_modified} not modified), {summary.bytes:,} bytes, "
+                f"{summary.seconds:.2f} s; {summary.entries_applied} entries applied "
+                f"({summary.deletions} deletions), {summary.records_changed} records changed, "
+                f"{summary.live_records} live records"
+                + ("" if result.complete else "; INCOMPLETE: see the warnings above")
+            )
+        if not result.complete:
+            sys.exit(1)
+
+    def write(self, records, output: str) -> None:
+        if output == "-":
+            write_records(records, self.stdout._out)
+            return
+        with Path(output).open("w", encoding="utf-8") as out:
+            write_records(records, out, json_lines=not output.endswith(".json"))
