@@ -1,0 +1,25 @@
+#!/bin/sh
+# The processes of a feedpub deployment, by name. docker-compose.yml runs these names and
+# bench/run.py runs this same script, so what is benchmarked is what is deployed.
+#
+#   migrate  apply database migrations, then exit (runs once before web and sealer start)
+#   web      the Django app under gunicorn (static files by whitenoise)
+#   sealer   seal full archive pages every SEAL_INTERVAL seconds (any number may run)
+#   <other>  run it as given, e.g. `python manage.py createsuperuser`
+set -eu
+cd "$(dirname "$0")/.."
+
+case "${1:-web}" in
+  migrate)
+    exec python manage.py migrate --noinput
+    ;;
+  web)
+    exec gunicorn -c deploy/gunicorn.conf.py feedpub.wsgi
+    ;;
+  sealer)
+    exec python manage.py seal_archives --watch "${SEAL_INTERVAL:-5}"
+    ;;
+  *)
+    exec "$@"
+    ;;
+esac
