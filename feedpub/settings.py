@@ -58,6 +58,9 @@ FEEDPUB_PAGE_SIZE = envint("FEEDPUB_PAGE_SIZE", "100")
 # Seal full pages right after the write that filled them commits (a sealer process
 # running `seal_archives --watch` does the same job; either is enough).
 FEEDPUB_SEAL_ON_WRITE = envbool("FEEDPUB_SEAL_ON_WRITE", "true")
+# Largest request body the API reads (bytes); a bigger one is refused with 413 before it
+# is parsed. 10 MiB holds a full batch of 1,000 ordinary records; split larger batches.
+FEEDPUB_API_MAX_BODY_BYTES = envint("FEEDPUB_API_MAX_BODY_BYTES", str(10 * 1024 * 1024))
 # max-age of documents that change: the subscription document and the newest archive page.
 FEEDPUB_MAX_AGE = envint("FEEDPUB_MAX_AGE", "60")
 # Bytes of immutable archive pages kept in each process's memory.
@@ -70,6 +73,10 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",  # the schema UI's assets, served locally (no CDN)
     "archives",
 ]
 
@@ -127,6 +134,36 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+
+# The producer API (archives/api). Token first: an anonymous write then gets 401 with
+# `WWW-Authenticate: Token` rather than 403; sessions serve the browsable API.
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["archives.api.permissions.ModelPermissionsOrReadOnly"],
+    "DEFAULT_PARSER_CLASSES": ["archives.api.parsers.LimitedJSONParser"],
+    "DEFAULT_RENDERER_CLASSES": [
+        "rest_framework.renderers.JSONRenderer",
+        "rest_framework.renderers.BrowsableAPIRenderer",
+    ],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "archives.api.exceptions.handle",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "feedpub producer API",
+    "DESCRIPTION": (
+        "Create feeds and put, patch and delete their records; every change appends one "
+        "entry to the feed's Atom log. Errors are JSON: `detail`, and `errors` naming each "
+        "field and why."
+    ),
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

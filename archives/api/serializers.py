@@ -1,0 +1,182 @@
+"""Shapes of the API's bodies. Every record rule lives in archives.validation: these
+serializers hand the body to it and translate its errors, so the API, the admin and the
+write path refuse exactly the same things. Declared fields describe the OpenAPI schema."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.urls import reverse
+from rest_framework import serializers
+
+from archives import validation
+from archives.models import Feed, Record
+from archives.publishing import MAX_BATCH_OPERATIONS
+
+from .exceptions import as_drf
+
+
+class StrictFieldsMixin:
+    """Refuse fields the body may not set, instead of silently ignoring them."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, dict):
+            writable = {name for name, field in self.fields.items() if not field.read_only}
+            unknown = sorted(set(data) - writable)
+            if unknown:
+                raise serializers.ValidationError({
+                    str(name): [f"Unknown or read-only field; this body takes only "
+                                f"{', '.join(sorted(writable))}."]
+                    for name in unknown
+                })
+        return super().to_internal_value(data)
+
+
+class FeedSerializer(StrictFieldsMixin, serializers.ModelSerializer):
+    atom_id = serializers.CharField(read_only=True, help_text="The feed's atom:id.")
+    url = serializers.SerializerMethodField(help_text="The subscription document (Atom).")
+    records = serializers.SerializerMethodField(help_text="The feed's records in this API.")
+    entries = serializers.IntegerField(
+        source="last_seq", read_only=True,
+        help_text="Entries appended so far (the seq of the newest).")
+    updated = serializers.DateTimeField(
+        source="last_updated", read_only=True, allow_null=True,
+        help_text="The time of the newest entry.")
+
+    class Meta:
+        model = Feed
+        fields = ["slug", "title", "subtitle", "author", "page_size", "atom_id", "url",
+                  "records", "entries", "sealed_pages", "updated", "created"]
+        read_only_fields = ["sealed_pages", "created"]
+        extra_kwargs = {
+            "slug": {"help_text": "The feed's URL name; frozen once a page is sealed."},
+            "page_size": {"help_text": "Entries per archive page; frozen once a page is sealed."},
+        }
+
+    def get_url(self, feed: Feed) -> str:
+        return settings.FEEDPUB_BASE_URL + feed.get_absolute_url()
+
+    def get_records(self, feed: Feed) -> str:
+        return self._absolute(reverse("api:record-list", args=[feed.slug]))
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        try:
+            validation.clean_feed_text(attrs)
+        except DjangoValidationError as error:
+            raise as_drf(error) from None
+        return attrs
+
+    def _absolute(self, path: str) -> str:
+        request = self.context.get("request")
+        return request.build_absolute_uri(path) if request else path
+
+
+class LinkSerializer(serializers.Serializer):
+    href = serializers.CharField(help_text="An absolute http, https, urn or tag URI.")
+    rel = serializers.CharField(required=False, default="alternate",
+                                help_text="A relation name or an absolute URI.")
+    type = serializers.CharField(required=False, allow_blank=True,
+                                 help_text="A media type, type/subtype.")
+    title = serializers.CharField(required=False, allow_blank=True)
+
+
+class RecordBodySerializer(serializers.Serializer):
+    """A record as a producer sends it (PUT, and `record` in a batch put)."""
+
+    title = serializers.CharField(max_length=validation.MAX_TITLE_LENGTH)
+    summary = serializers.CharField(required=False, allow_blank=True,
+                                    max_length=validation.MAX_SUMMARY_LENGTH)
+    metadata = serializers.DictField(
+        required=False, help_text=f"Any JSON object, at most {validation.MAX_METADATA_BYTES} "
+                                  "bytes; every string must be XML 1.0 text.")
+    links = LinkSerializer(many=True, required=False,
+                           help_text=f"At most {validation.MAX_LINKS} links.")
+
+    def to_internal_value(self, data: Any) -> validation.RecordData:
+        try:
+            return validation.clean_record(data)
+        except DjangoValidationError as error:
+            raise as_drf(error) from None
+
+
+class RecordPatchSerializer(RecordBodySerializer):
+    """Some of a record's fields; each one given replaces the stored one whole."""
+
+    title = serializers.CharField(required=False, max_length=validation.MAX_TITLE_LENGTH)
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        if not isinstance(data, dict):
+            raise serializers.ValidationError({"body": ["A record patch is a JSON object."]})
+        return data  # checked whole, merged with the stored record, by the view
+
+
+class RecordSerializer(serializers.Serializer):
+    """A record as the API answers it: the same JSON as the record's own URL."""
+
+    key = serializers.CharField()
+    atom_id = serializers.CharField(help_text="urn:uuid, stable across hosts.")
+    title = serializers.CharField()
+    summary = serializers.CharField()
+    metadata = serializers.DictField()
+    links = LinkSerializer(many=True)
+    created = serializers.DateTimeField()
+    updated = serializers.DateTimeField(
+        help_text="The time of the record's newest entry (its atom:updated).")
+    deleted = serializers.BooleanField()
+    url = serializers.URLField(help_text="The record's public URL (Atom entry or JSON).")
+
+    def to_representation(self, record: Record) -> dict[str, Any]:
+        return record.as_json()
+
+
+class RecordFilterSerializer(serializers.Serializer):
+    """The record list's query parameters."""
+
+    deleted = serializers.BooleanField(required=False, allow_null=True, default=None)
+    updated_since = serializers.DateTimeField(required=False)
+
+
+class OperationSerializer(serializers.Serializer):
+    op = serializers.ChoiceField(choices=["put", "delete"])
+    key = serializers.CharField(max_length=validation.MAX_KEY_LENGTH)
+    record = RecordBodySerializer(required=False, help_text="Only with op=put.")
+
+
+class BatchSerializer(serializers.Serializer):
+    operations = OperationSerializer(
+        many=True, help_text=f"At most {MAX_BATCH_OPERATIONS}, applied in order.")
+
+    def to_internal_value(self, data: Any) -> list[Any]:
+        # Each operation is parsed by publishing.apply_batch, which names bad ones by index.
+        if not isinstance(data, dict):
+            raise serializers.ValidationError({"body": ["A batch is a JSON object."]})
+        unknown = sorted(set(data) - {"operations"})
+        if unknown:
+            raise serializers.ValidationError(
+                {name: ["Unknown field; a batch has only operations."] for name in unknown})
+        if "operations" not in data:
+            raise serializers.ValidationError({"operations": ["This field is required."]})
+        return data["operations"]
+
+
+class BatchResultSerializer(serializers.Serializer):
+    index = serializers.IntegerField()
+    op = serializers.CharField()
+    key = serializers.CharField()
+    changed = serializers.BooleanField(help_text="False when the operation changed nothing.")
+    seq = serializers.IntegerField(allow_null=True, help_text="The seq of its entry, if any.")
+
+
+class BatchAnswerSerializer(serializers.Serializer):
+    applied = serializers.IntegerField(help_text="Entries appended.")
+    results = BatchResultSerializer(many=True)
+
+
+class ErrorSerializer(serializers.Serializer):
+    detail = serializers.CharField(help_text="What went wrong, for a person.")
+    errors = serializers.DictField(
+        required=False,
+        help_text="Each refused field (for a batch: operations -> index -> field) with "
+                  "the reasons, e.g. {\"title\": [\"Must not be blank.\"]}.")

@@ -1,0 +1,23 @@
+from __future__ import annotations
+
+from django.urls import path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from . import views
+
+app_name = "api"
+
+urlpatterns = [
+    path("feeds/", views.FeedList.as_view(), name="feed-list"),
+    path("feeds/<slug:slug>/", views.FeedDetail.as_view(), name="feed-detail"),
+    path("feeds/<slug:slug>/records/", views.RecordList.as_view(), name="record-list"),
+    # No trailing slash, like the record's public URL /feeds/<slug>/records/<key>.
+    path("feeds/<slug:slug>/records/<str:key>", views.RecordDetail.as_view(),
+         name="record-detail"),
+    path("feeds/<slug:slug>/batch", views.Batch.as_view(), name="batch"),
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    # Swagger UI loads its assets from drf-spectacular-sidecar's static files: no CDN.
+    # (No Redoc: its page template loads web fonts from Google.)
+    path("schema/swagger-ui/", SpectacularSwaggerView.as_view(url_name="api:schema"),
+         name="swagger-ui"),
+]

@@ -1,0 +1,347 @@
+"""The producer API. Thin: parse the request, call archives.publishing, shape the answer.
+
+Errors are raised as exceptions and shaped by `exceptions.handle`, so every refusal is
+the same JSON whatever raised it (a serializer, the validation rules, the write path).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.shortcuts import get_object_or_404
+from django.urls import reverse
+from django.utils.cache import get_conditional_response
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import generics, status
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from archives import publishing
+from archives.models import Entry, Feed, Record
+from archives.validation import RECORD_FIELDS
+
+from .exceptions import Conflict
+from .pagination import FeedCursor, RecordCursor
+from .permissions import require
+from .serializers import (
+    BatchAnswerSerializer,
+    BatchSerializer,
+    ErrorSerializer,
+    FeedSerializer,
+    RecordBodySerializer,
+    RecordFilterSerializer,
+    RecordPatchSerializer,
+    RecordSerializer,
+)
+
+ERRORS = {
+    400: "Invalid input; `errors` names each field and why. Nothing was written.",
+    401: "A write without credentials (send `Authorization: Token <key>`).",
+    403: "The user lacks the model permission this write needs.",
+    404: "No such feed or record.",
+    409: "The feed's state forbids the change (it has sealed archive pages).",
+    412: "If-Match does not match the record's current ETag: it changed meanwhile.",
+    413: "The body is larger than FEEDPUB_API_MAX_BODY_BYTES (10 MiB by default).",
+}
+IF_MATCH = OpenApiParameter(
+    "If-Match", OpenApiTypes.STR, OpenApiParameter.HEADER,
+    description="The record's ETag as last read: the write happens only if it is still "
+                "current (else 412).",
+)
+
+
+def errors(*codes: int) -> dict[int, OpenApiResponse]:
+    return {code: OpenApiResponse(ErrorSerializer, ERRORS[code]) for code in codes}
+
+
+class FeedList(generics.GenericAPIView):
+    queryset = Feed.objects.all()
+    serializer_class = FeedSerializer
+    pagination_class = FeedCursor
+
+    @extend_schema(summary="List feeds", responses={200: FeedSerializer(many=True)})
+    def get(self, request: Request) -> Response:
+        page = self.paginate_queryset(self.get_queryset())
+        return self.get_paginated_response(self.get_serializer(page, many=True).data)
+
+    @extend_schema(summary="Create a feed",
+                   responses={201: FeedSerializer, **errors(400, 401, 403, 413)})
+    def post(self, request: Request) -> Response:
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        feed = publishing.create_feed(**serializer.validated_data)
+        return Response(self.get_serializer(feed).data, status=status.HTTP_201_CREATED,
+                        headers={"Location": reverse("api:feed-detail", args=[feed.slug])})
+
+
+class FeedDetail(generics.GenericAPIView):
+    queryset = Feed.objects.all()
+    serializer_class = FeedSerializer
+    lookup_field = "slug"
+    http_method_names = ["get", "patch", "delete", "head", "options"]
+
+    @extend_schema(summary="Read a feed", responses={200: FeedSerializer, **errors(404)})
+    def get(self, request: Request, slug: str) -> Response:
+        return Response(self.get_serializer(self.get_object()).data)
+
+    @extend_schema(
+        summary="Change a feed",
+        description="`slug` and `page_size` cannot change once an archive page is sealed "
+                    "(409): archive URIs and page ranges are promised forever.",
+        responses={200: FeedSerializer, **errors(400, 401, 403, 404, 409, 413)},
+    )
+    def patch(self, request: Request, slug: str) -> Response:
+        feed = self.get_object()
+        serializer = self.get_serializer(feed, data=request.data, partial=True)
+        serializer.is_valid(raise_exception=True)
+        try:
+            feed = publishing.update_feed(feed=feed, **serializer.validated_data)
+        except DjangoValidationError as error:
+            # The body passed the serializer: what is left is the sealed-feed rule.
+            raise Conflict(error) from None
+        return Response(self.get_serializer(feed).data)
+
+    @extend_schema(
+        summary="Delete a feed",
+        description="Deletes a feed that has never sealed a page, with its records and "
+                    "entries; a feed with sealed pages cannot be deleted (409).",
+        responses={204: None, **errors(401, 403, 404, 409)},
+    )
+    def delete(self, request: Request, slug: str) -> Response:
+        try:
+            publishing.delete_feed(feed=self.get_object())
+        except DjangoValidationError as error:
+            raise Conflict(error) from None
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class FeedMixin:
+    def get_feed(self) -> Feed:
+        return get_object_or_404(Feed, slug=self.kwargs["slug"])
+
+
+@extend_schema(parameters=[
+    OpenApiParameter("deleted", OpenApiTypes.BOOL,
+                     description="true: only deleted records; false: only live ones."),
+    OpenApiParameter("updated_since", OpenApiTypes.DATETIME,
+                     description="Only records whose `updated` is at or after this instant "
+                                 "(RFC 3339)."),
+    OpenApiParameter("page_size", OpenApiTypes.INT, description="1 to 1000; default 100."),
+])
+class RecordList(FeedMixin, generics.GenericAPIView):
+    """A feed's records, oldest change first (cursor-paginated; follow `next`)."""
+
+    queryset = Record.objects.all()
+    serializer_class = RecordSerializer
+    pagination_class = RecordCursor
+
+    def get_queryset(self):
+        return Record.objects.filter(feed=self.get_feed()).select_related("feed")
+
+    @extend_schema(summary="List a feed's records",
+                   responses={200: RecordSerializer(many=True), **errors(400, 404)})
+    def get(self, request: Request, slug: str) -> Response:
+        filters = RecordFilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        records = self.get_queryset()
+        if filters.validated_data["deleted"] is not None:
+            records = records.filter(deleted_at__isnull=not filters.validated_data["deleted"])
+        if "updated_since" in filters.validated_data:
+            records = records.filter(updated__gte=filters.validated_data["updated_since"])
+        page = self.paginate_queryset(records)
+        return self.get_paginated_response(self.get_serializer(page, many=True).data)
+
+
+class RecordDetail(FeedMixin, generics.GenericAPIView):
+    """One record by its key. Every answer carries the record's ETag."""
+
+    queryset = Record.objects.all()
+    serializer_class = RecordSerializer
+
+    def get_serializer_class(self):
+        # What the browsable API offers as the form for each method.
+        if self.request is not None and self.request.method == "PATCH":
+            return RecordPatchSerializer
+        if self.request is not None and self.request.method == "PUT":
+            return RecordBodySerializer
+        return RecordSerializer
+
+    def get_object(self) -> Record:
+        return get_object_or_404(Record.objects.select_related("feed"),
+                                 feed__slug=self.kwargs["slug"], key=self.kwargs["key"])
+
+    @extend_schema(
+        summary="Read a record",
+        description="Deleted records are answered too, with `deleted: true`. "
+                    "`If-None-Match` with the current ETag answers 304.",
+        responses={200: RecordSerializer, 304: None, **errors(404)},
+    )
+    def get(self, request: Request, slug: str, key: str) -> Response:
+        record = self.get_object()
+        etag = publishing.record_etag(record)
+        if get_conditional_response(request, etag=etag) is not None:
+            return Response(status=status.HTTP_304_NOT_MODIFIED, headers={"ETag": etag})
+        return _record_answer(record)
+
+    @extend_schema(
+        summary="Create or replace a record",
+        description="201 when the key is new, else 200. A PUT identical to the stored "
+                    "record appends no entry; a PUT of a deleted record restores it. "
+                    "Creating needs archives.add_record as well as change_record.",
+        request=RecordBodySerializer, parameters=[IF_MATCH],
+        responses={200: RecordSerializer, 201: RecordSerializer,
+                   **errors(400, 401, 403, 404, 412, 413)},
+    )
+    def put(self, request: Request, slug: str, key: str) -> Response:
+        feed = self.get_feed()
+        body = RecordBodySerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        if (not request.user.has_perm("archives.add_record")
+                and not Record.objects.filter(feed=feed, key=key).exists()):
+            require(request, "archives.add_record")
+        entry = publishing.put_record(feed=feed, key=key, data=body.validated_data,
+                                      if_match=request.headers.get("If-Match"))
+        record = entry.record if entry else self.get_object()
+        created = entry is not None and entry.kind == Entry.Kind.CREATE and (
+            record.created == entry.updated)
+        return _record_answer(record, created=created)
+
+    @extend_schema(
+        summary="Change some fields of a record",
+        description="Each field given replaces the stored one whole (metadata too); the "
+                    "result must be a valid record. A deleted record is not patched (409): "
+                    "PUT it to restore it.",
+        request=RecordPatchSerializer, parameters=[IF_MATCH],
+        responses={200: RecordSerializer, **errors(400, 401, 403, 404, 409, 412, 413)},
+    )
+    def patch(self, request: Request, slug: str, key: str) -> Response:
+        patch = RecordPatchSerializer(data=request.data)
+        patch.is_valid(raise_exception=True)
+        if_match = request.headers.get("If-Match")
+        # Merge with the stored record and write only if it is still what was merged
+        # with; a concurrent writer makes us merge again (the client's own If-Match, if
+        # it sent one, is checked against the stored record instead: 412, no retry).
+        for _attempt in range(5):
+            record = self.get_object()
+            if record.is_deleted:
+                raise Conflict(DjangoValidationError(
+                    {"key": ["This record is deleted; PUT it to restore it."]}))
+            merged = {name: getattr(record, name) for name in RECORD_FIELDS} | patch.validated_data
+            body = RecordBodySerializer(data=merged)
+            body.is_valid(raise_exception=True)
+            guard = if_match if if_match and if_match.strip() != "*" else (
+                publishing.record_etag(record))
+            try:
+                entry = publishing.put_record(feed=record.feed, key=key,
+                                              data=body.validated_data, if_match=guard)
+            except publishing.PreconditionFailed:
+                if guard == if_match:
+                    raise
+                continue
+            return _record_answer(entry.record if entry else self.get_object())
+        raise publishing.PreconditionFailed("The record kept changing; try again.")
+
+    @extend_schema(
+        summary="Delete a record",
+        description="Appends a deletion entry (the record stays readable with "
+                    "`deleted: true`). Deleting a deleted record appends nothing (204).",
+        parameters=[IF_MATCH], responses={204: None, **errors(401, 403, 404, 412)},
+    )
+    def delete(self, request: Request, slug: str, key: str) -> Response:
+        publishing.delete_record(feed=self.get_feed(), key=key,
+                                 if_match=request.headers.get("If-Match"))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class Batch(FeedMixin, generics.GenericAPIView):
+    # Which model permissions a batch needs depends on its operations: checked in post().
+    permission_classes = [IsAuthenticated]
+    serializer_class = BatchSerializer
+
+    @extend_schema(
+        summary="Apply many puts and deletes at once",
+        description=(
+            f"Up to {publishing.MAX_BATCH_OPERATIONS} operations, applied in order, all or "
+            "nothing, in one transaction. A refused batch changes nothing and its `errors` "
+            "name each bad operation by index: {\"operations\": {\"3\": {\"key\": [...]}}}. "
+            "Puts need archives.add_record and change_record, deletes delete_record."
+        ),
+        request=BatchSerializer,
+        responses={200: BatchAnswerSerializer, **errors(400, 401, 403, 404, 413)},
+    )
+    def post(self, request: Request, slug: str) -> Response:
+        feed = self.get_feed()
+        batch = BatchSerializer(data=request.data)
+        batch.is_valid(raise_exception=True)
+        operations = batch.validated_data
+        require(request, *_batch_permissions(operations))
+        missing = _unknown_deletes(feed, operations)
+        if missing:
+            raise publishing.BatchError(_parse_errors(operations) | missing)
+        entries = publishing.apply_batch(feed=feed, operations=operations)
+        results = [
+            {"index": index, "op": operation["op"], "key": operation["key"],
+             "changed": entry is not None, "seq": entry.seq if entry else None}
+            for index, (operation, entry) in enumerate(zip(operations, entries, strict=True))
+        ]
+        applied = sum(entry is not None for entry in entries)
+        return Response({"applied": applied, "results": results})
+
+
+def _record_answer(record: Record, *, created: bool = False) -> Response:
+    headers = {"ETag": publishing.record_etag(record)}
+    if created:
+        headers["Location"] = reverse("api:record-detail", args=[record.feed.slug, record.key])
+    return Response(RecordSerializer(record).data, headers=headers,
+                    status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+
+
+def _batch_permissions(operations: Any) -> list[str]:
+    ops = {op.get("op") for op in operations if isinstance(op, dict)} if isinstance(
+        operations, list) else set()
+    perms = ["archives.add_record", "archives.change_record"] if "put" in ops else []
+    return perms + (["archives.delete_record"] if "delete" in ops else [])
+
+
+def _unknown_deletes(feed: Feed, operations: Any) -> dict[int, dict[str, list[str]]]:
+    """Deletes of keys that neither exist nor are put earlier in the batch, by index.
+
+    Record rows are never removed (a delete marks them), so a key found here still
+    exists when the batch takes the feed lock.
+    """
+    if not isinstance(operations, list) or len(operations) > publishing.MAX_BATCH_OPERATIONS:
+        return {}  # apply_batch refuses these whole
+
+    def key_of(operation: Any, op: str) -> str | None:
+        if isinstance(operation, dict) and operation.get("op") == op:
+            key = operation.get("key")
+            return key if isinstance(key, str) else None
+        return None
+
+    deleted = {key_of(operation, "delete") for operation in operations} - {None}
+    if not deleted:
+        return {}
+    existing = set(Record.objects.filter(feed=feed, key__in=deleted)
+                   .values_list("key", flat=True))
+    missing = {}
+    for index, operation in enumerate(operations):
+        put = key_of(operation, "put")
+        if put is not None:
+            existing.add(put)
+        key = key_of(operation, "delete")
+        if key is not None and key not in existing:
+            missing[index] = {"key": [f"No record {key!r} in this feed to delete."]}
+    return missing
+
+
+def _parse_errors(operations: list[Any]) -> dict[int, Any]:
+    errors = {}
+    for index, operation in enumerate(operations):
+        try:
+            publishing.parse_operation(operation)
+        except DjangoValidationError as error:
+            errors[index] = error.message_dict if hasattr(error, "error_dict") else error.messages
+    return errors
