@@ -501,12 +501,12 @@ class Harvester:
         self.state.subscription = url
         documents: list[AtomDocument] = []  # newest first
         seen: set[str] = set()
+        pending, self.state.pending = self.state.pending, []
         subscription = self._fetch_subscription(url)
         if subscription is not None:
             documents.append(subscription)
             seen.add(url)
             self._walk(subscription.prev_archive, documents, seen)
-        pending, self.state.pending = self.state.pending, []
         for gap in pending:  # pages that were missing or unread last time: try them again
             if gap not in seen:
                 self._walk(gap, documents, seen)
@@ -554,9 +554,11 @@ class Harvester:
 
     def _walk(self, url: str | None, documents: list[AtomDocument], seen: set[str]) -> None:
         """Follow prev-archive from `url` until known ground, the oldest page, or a failure."""
-        while url is not None and url not in self.state.processed:
-            if url in seen:
+        while url is not None:
+            if url in seen:  # before "processed": a page read earlier in this walk is both
                 self._warn(f"loop: {url} was reached twice in one walk; stopped there")
+                return
+            if url in self.state.processed:
                 return
             seen.add(url)
             document = self._fetch_archive(url)

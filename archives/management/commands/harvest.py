@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
 from archives.consumer import (
     HarvestFailed,

@@ -1,0 +1,360 @@
+"""The harvester: against our own server (live) and against hand-made feeds."""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+
+import pytest
+from django.core.management import call_command
+
+from archives import publishing
+from archives.consumer import (
+    HarvestFailed,
+    HarvestState,
+    HttpClient,
+    Limits,
+    Progress,
+    StateError,
+    harvest,
+    parse_document,
+)
+from archives.models import Record, rfc3339
+from archives.sealing import seal_feed
+
+from .broken_feeds import Document, FeedServer, LinkedFeed, at, entry, feed_document
+from .factories import FeedFactory, record_data
+
+# Our own server ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def live_feed(live_server, settings, transactional_db):
+    # Before any page is sealed: archive bytes are frozen with the base URL of their day.
+    settings.FEEDPUB_BASE_URL = live_server.url
+    feed = FeedFactory(slug="live", page_size=3)
+    return feed, f"{live_server.url}/feeds/live/"
+
+
+def random_history(feed, rng: random.Random, changes: int, keys: list[str]) -> None:
+    live = set(Record.objects.filter(feed=feed, deleted_at__isnull=True)
+               .values_list("key", flat=True))
+    for step in range(changes):
+        key = rng.choice(keys)
+        if key in live and rng.random() < 0.3:
+            publishing.delete_record(feed=feed, key=key)
+            live.discard(key)
+        else:
+            publishing.put_record(feed=feed, key=key, data=record_data(step, title=f"{key} {step}"))
+            live.add(key)
+        if rng.random() < 0.1:
+            seal_feed(feed)
+    seal_feed(feed)
+
+
+def database_view(feed) -> dict[str, tuple[str, str]]:
+    return {record.atom_id: (rfc3339(record.updated), record.title)
+            for record in Record.objects.filter(feed=feed, deleted_at__isnull=True)}
+
+
+def harvested_view(result) -> dict[str, tuple[str, str]]:
+    return {record["id"]: (record["updated"], record["title"]) for record in result.records}
+
+
+def test_it_rebuilds_exactly_the_live_records_after_random_puts_deletes_and_seals(live_feed,
+                                                                                     tmp_path):
+    feed, url = live_feed
+    rng = random.Random(4287)
+    keys = [f"k{n}" for n in range(12)]
+    random_history(feed, rng, 70, keys)
+    result = harvest(url, state_path=tmp_path / "state.json")
+    assert result.complete, result.warnings
+    assert harvested_view(result) == database_view(feed)
+    feed.refresh_from_db()
+    assert result.summary.pages_fetched == feed.sealed_pages + 1
+    assert result.summary.entries_applied == feed.last_seq
+    assert result.summary.deletions == feed.entries.filter(kind="delete").count()
+
+
+def test_a_second_run_costs_one_conditional_request_when_nothing_changed(live_feed, tmp_path):
+    feed, url = live_feed
+    random_history(feed, random.Random(1), 20, ["a", "b", "c", "d"])
+    state = tmp_path / "state.json"
+    harvest(url, state_path=state)
+    client = HttpClient()
+    again = harvest(url, state_path=state, client=client)
+    assert client.log == [("GET", url, 304)]
+    assert again.summary.not_modified == 1
+    assert harvested_view(again) == database_view(feed)
+
+
+def test_an_incremental_harvest_fetches_only_the_new_pages(live_feed, tmp_path):
+    feed, url = live_feed
+    rng = random.Random(7)
+    keys = [f"k{n}" for n in range(8)]
+    random_history(feed, rng, 30, keys)
+    state = tmp_path / "state.json"
+    harvest(url, state_path=state)
+    feed.refresh_from_db()
+    pages_before = feed.sealed_pages
+
+    random_history(feed, rng, 25, keys)
+    feed.refresh_from_db()
+    client = HttpClient()
+    result = harvest(url, state_path=state, client=client)
+
+    new_pages = feed.sealed_pages - pages_before
+    assert new_pages >= 5
+    fetched = [requested for _, requested, _ in client.log]
+    # The subscription document, then only the pages sealed since: never an older one.
+    assert fetched[0] == url
+    assert sorted(fetched[1:]) == sorted(
+        f"{url}archives/{n}/" for n in range(pages_before + 1, feed.sealed_pages + 1))
+    assert client.requests == 1 + new_pages
+    assert harvested_view(result) == database_view(feed)
+
+
+def test_it_harvests_a_feed_with_no_entries(live_feed):
+    _, url = live_feed
+    result = harvest(url)
+    assert result.complete
+    assert result.records == []
+    assert result.summary.pages_fetched == 1
+
+
+def test_the_harvest_command_writes_the_live_records_and_a_summary(live_feed, tmp_path):
+    feed, url = live_feed
+    random_history(feed, random.Random(3), 15, ["a", "b", "c", "d", "e"])
+    output, errors = tmp_path / "records.jsonl", io.StringIO()
+    call_command("harvest", url, "--state", str(tmp_path / "s.json"), "-o", str(output),
+                 stderr=errors)
+    lines = [json.loads(line) for line in output.read_text().splitlines()]
+    assert {line["id"]: (line["updated"], line["title"]) for line in lines} == database_view(feed)
+    assert all(line["alternate"].startswith(url + "records/") for line in lines)
+    assert "live records" in errors.getvalue()
+
+
+def test_the_harvest_command_writes_a_json_array_and_a_json_summary(live_feed, tmp_path):
+    feed, url = live_feed
+    random_history(feed, random.Random(5), 8, ["a", "b", "c"])
+    output, errors = tmp_path / "records.json", io.StringIO()
+    call_command("harvest", url, "-o", str(output), "--summary-json", stderr=errors)
+    records = json.loads(output.read_text())
+    assert {r["id"] for r in records} == set(database_view(feed))
+    summary = json.loads(errors.getvalue().strip().splitlines()[-1])
+    assert summary["complete"] is True
+    assert summary["live_records"] == len(records)
+
+
+# Hand-made feeds: the rules of consumption --------------------------------------------
+
+
+@pytest.fixture
+def server():
+    with FeedServer() as server:
+        yield server
+
+
+def test_the_newest_updated_wins_even_when_it_sits_on_an_older_page(server):
+    feed = LinkedFeed(server, pages=2)
+    feed.pages[0].entries.append(("urn:x:99", at(100), False))  # newest copy, oldest page
+    feed.pages[1].entries.append(("urn:x:99", at(50), False))
+    feed.publish()
+    result = harvest(feed.subscription)
+    [record] = [r for r in result.records if r["id"] == "urn:x:99"]
+    assert record["updated"] == "2024-01-01T01:40:00.000000Z"
+    assert record["source"] == server.url("/archives/1")
+
+
+def test_on_a_tie_the_entry_of_the_more_recently_updated_document_wins(server):
+    older = feed_document(updated=at(10), archive=True, links={"next-archive": server.url("/f")},
+                          entries=[entry("urn:x:1", at(5), title="from the archive")])
+    newer = feed_document(updated=at(20), links={"prev-archive": server.url("/a")},
+                          entries=[entry("urn:x:1", at(5), title="from the subscription")])
+    server.documents.update({"/a": Document(older), "/f": Document(newer)})
+    [record] = harvest(server.url("/f")).records
+    assert record["title"] == "from the subscription"
+
+
+def test_a_deletion_entry_removes_its_record_and_an_older_copy_never_brings_it_back(server):
+    feed = LinkedFeed(server, pages=2)
+    feed.add_entries(("urn:x:1", at(50), True))
+    result = harvest(feed.subscription)
+    assert "urn:x:1" not in {r["id"] for r in result.records}
+    assert result.summary.deletions == 1
+
+
+def test_a_complete_subscription_document_replaces_everything_known(server, tmp_path):
+    feed = LinkedFeed(server, pages=1)
+    state = tmp_path / "state.json"
+    assert len(harvest(feed.subscription, state_path=state).records) == 3
+    server.documents["/feed"] = Document(feed_document(
+        updated=at(60), complete=True, links={}, entries=[entry("urn:x:2", at(60))]))
+    assert [r["id"] for r in harvest(feed.subscription, state_path=state).records] == ["urn:x:2"]
+
+
+def test_links_are_resolved_against_xml_base(server):
+    body = feed_document(updated=at(1), links={}, entries=[], extra="").replace(
+        b"<feed ", b'<feed xml:base="http://example.org/base/" ')
+    body = body.replace(b"</feed>", b'<link rel="prev-archive" href="page/1"/></feed>')
+    document = parse_document(body, server.url("/f"))
+    assert document.prev_archive == "http://example.org/base/page/1"
+
+
+# Hand-made feeds: broken ones -----------------------------------------------------------
+
+
+def test_a_missing_page_is_a_warning_and_the_next_run_picks_it_up(server, tmp_path):
+    feed = LinkedFeed(server, pages=3)
+    missing = server.documents.pop("/archives/2")
+    state = tmp_path / "state.json"
+    warnings = []
+    result = harvest(feed.subscription, state_path=state, warn=warnings.append)
+    assert not result.complete
+    assert any("missing archive page" in w and "/archives/2" in w and "404" in w
+               for w in warnings)
+    assert any("incomplete" in w for w in result.warnings)
+    assert {r["id"] for r in result.records} == {"urn:x:5", "urn:x:6", "urn:x:7"}
+    assert HarvestState.load(state).pending == [server.url("/archives/2")]
+
+    server.documents["/archives/2"] = missing
+    server.requests.clear()
+    result = harvest(feed.subscription, state_path=state)
+    assert result.complete
+    assert len(result.records) == 7
+    # One 304 for the subscription, then the two pages it never had; page 3 not again.
+    assert [(m, p) for m, p, _ in server.requests] == [
+        ("GET", "/feed"), ("GET", "/archives/2"), ("GET", "/archives/1")]
+
+
+@pytest.mark.parametrize("status", [403, 410])
+def test_a_refused_page_is_reported_with_its_status(server, status):
+    feed = LinkedFeed(server, pages=2)
+    server.documents["/archives/1"].status = status
+    result = harvest(feed.subscription)
+    assert not result.complete
+    assert any(f"HTTP {status}" in w for w in result.warnings)
+
+
+def test_an_unreadable_page_is_a_warning_not_a_crash(server):
+    feed = LinkedFeed(server, pages=2)
+    server.documents["/archives/1"] = Document(b"<feed><entry>")
+    result = harvest(feed.subscription)
+    assert not result.complete
+    assert any("unreadable archive page" in w and "well-formed" in w for w in result.warnings)
+
+
+def test_a_loop_is_detected_and_the_walk_stops(server):
+    feed = LinkedFeed(server, pages=3)
+    feed.pages[0].prev = feed.pages[2].path  # page 1 points back to page 3
+    feed.publish()
+    result = harvest(feed.subscription, limits=Limits(max_requests=50))
+    assert any(w.startswith("loop:") for w in result.warnings)
+    assert server.requested("/archives/3") == 1
+    assert len(result.records) == 7
+
+
+def test_the_request_budget_stops_a_long_walk_and_a_later_run_resumes_it(server, tmp_path):
+    feed = LinkedFeed(server, pages=8)
+    state = tmp_path / "state.json"
+    result = harvest(feed.subscription, state_path=state, limits=Limits(max_requests=4))
+    assert not result.complete
+    assert any("request budget" in w for w in result.warnings)
+    assert result.summary.requests == 4
+    result = harvest(feed.subscription, state_path=state)
+    assert result.complete
+    assert len(result.records) == 17
+    assert result.summary.requests == 1 + 5  # the 304, then the five pages never read
+
+
+def test_a_document_larger_than_the_limit_is_refused(server):
+    feed = LinkedFeed(server, pages=2)
+    server.documents["/archives/1"].body += b" " * 5000
+    result = harvest(feed.subscription, limits=Limits(max_bytes=4000))
+    assert any("larger than the limit" in w or "more than the limit" in w
+               for w in result.warnings)
+    assert not result.complete
+
+
+def test_a_server_that_does_not_answer_in_time_is_a_warning(server):
+    feed = LinkedFeed(server, pages=2)
+    server.documents["/archives/1"].delay = 1.5
+    result = harvest(feed.subscription, limits=Limits(timeout=0.3))
+    assert not result.complete
+    assert any("timed out" in w for w in result.warnings)
+
+
+def test_it_refuses_to_follow_a_link_to_a_local_file(server):
+    server.documents["/f"] = Document(feed_document(
+        updated=at(1), links={"prev-archive": "file:///etc/passwd"}, entries=[]))
+    result = harvest(server.url("/f"))
+    assert any("only http and https" in w for w in result.warnings)
+
+
+def test_an_immutable_page_is_never_fetched_twice(server, tmp_path):
+    feed = LinkedFeed(server, pages=2)
+    state = tmp_path / "state.json"
+    for minute in (30, 31, 32):
+        feed.add_entries((f"urn:x:{minute}", at(minute), False))
+        harvest(feed.subscription, state_path=state)
+    assert server.requested("/archives/1") == 1
+    assert server.requested("/archives/2") == 1
+    assert server.requested("/feed") == 3
+
+
+def test_an_unreachable_subscription_fails_cleanly():
+    with pytest.raises(HarvestFailed, match="could not fetch"):
+        harvest("http://127.0.0.1:9/feed", limits=Limits(timeout=2))
+
+
+def test_a_state_file_of_another_feed_is_refused(server, tmp_path):
+    feed = LinkedFeed(server, pages=1)
+    state = tmp_path / "state.json"
+    harvest(feed.subscription, state_path=state)
+    with pytest.raises(StateError, match="is for"):
+        harvest(server.url("/archives/1"), state_path=state)
+
+
+def test_a_corrupt_state_file_is_refused(tmp_path):
+    state = tmp_path / "state.json"
+    state.write_text("{not json")
+    with pytest.raises(StateError, match="cannot read state file"):
+        harvest("http://127.0.0.1:9/feed", state_path=state)
+
+
+def test_the_progress_line_shows_pages_and_bytes(server):
+    feed = LinkedFeed(server, pages=3)
+    out = io.StringIO()
+    harvest(feed.subscription, progress=Progress(out, force=True))
+    assert "3 pages" in out.getvalue()
+    assert out.getvalue().endswith("\n")
+
+
+def test_the_harvest_command_exits_1_with_warnings_when_incomplete(server, tmp_path):
+    feed = LinkedFeed(server, pages=2)
+    del server.documents["/archives/1"]
+    errors = io.StringIO()
+    with pytest.raises(SystemExit) as stop:
+        call_command("harvest", feed.subscription, "-o", str(tmp_path / "r.jsonl"),
+                     stderr=errors)
+    assert stop.value.code == 1
+    assert "warning: missing archive page" in errors.getvalue()
+    assert "INCOMPLETE" in errors.getvalue()
+
+
+def test_the_harvest_command_exits_2_without_a_traceback_when_it_cannot_run(tmp_path):
+    errors = io.StringIO()
+    with pytest.raises(SystemExit) as stop:
+        call_command("harvest", "http://127.0.0.1:9/feed", "--timeout", "2", stderr=errors)
+    assert stop.value.code == 2
+    assert errors.getvalue().startswith("harvest failed: could not fetch")
+
+
+def test_the_harvest_command_exits_2_when_the_subscription_is_not_a_feed(server):
+    server.documents["/f"] = Document(b"<html/>", content_type="text/html")
+    errors = io.StringIO()
+    with pytest.raises(SystemExit) as stop:
+        call_command("harvest", server.url("/f"), stderr=errors)
+    assert stop.value.code == 2
+    assert "not an Atom feed" in errors.getvalue()
