@@ -1,21 +1,73 @@
-"""Admin for people: feeds and records change only through `archives.publishing`."""
+"""Admin for people: feeds and records change only through `archives.publishing`.
+
+Record and feed forms check their input with archives.validation, the same rules the API
+applies. Saving a record is a put (one entry per real change), deleting one appends a
+deletion entry and keeps the row, and entries and sealed pages are read-only.
+"""
 
 from __future__ import annotations
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
+from django.db.models import Count
+from django.utils.html import format_html
 
-from . import publishing
+from . import atom, publishing, sealing
 from .models import ArchivePage, Entry, Feed, Record
-from .validation import RECORD_FIELDS, clean_key, clean_record
+from .validation import RECORD_FIELDS, clean_feed_text, clean_key, clean_record
+
+
+def _add_errors(form: forms.ModelForm, error: ValidationError) -> None:
+    for field, messages_ in error.message_dict.items():
+        form.add_error(field if field in form.fields else None, messages_)
+
+
+def _link(url: str, text: str):
+    return format_html('<a href="{}">{}</a>', url, text)
+
+
+class FeedForm(forms.ModelForm):
+    class Meta:
+        model = Feed
+        fields = ["slug", "title", "subtitle", "author", "page_size"]
+
+    def clean(self):
+        cleaned = super().clean()
+        try:
+            clean_feed_text(cleaned)
+        except ValidationError as error:
+            _add_errors(self, error)
+        return cleaned
 
 
 @admin.register(Feed)
 class FeedAdmin(admin.ModelAdmin):
-    list_display = ["slug", "title", "page_size", "last_seq", "sealed_pages", "last_updated"]
+    form = FeedForm
+    list_display = ["slug", "title", "record_count", "entry_count", "page_count", "page_size",
+                    "last_updated", "subscription"]
     search_fields = ["slug", "title"]
     readonly_fields = ["uuid", "last_seq", "last_updated", "sealed_pages", "created"]
+    actions = ["seal_now"]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(record_count=Count("records"))
+
+    @admin.display(description="records", ordering="record_count")
+    def record_count(self, feed: Feed) -> int:
+        return feed.record_count
+
+    @admin.display(description="entries", ordering="last_seq")
+    def entry_count(self, feed: Feed) -> int:
+        return feed.last_seq
+
+    @admin.display(description="sealed pages", ordering="sealed_pages")
+    def page_count(self, feed: Feed) -> int:
+        return feed.sealed_pages
+
+    @admin.display(description="subscription document")
+    def subscription(self, feed: Feed):
+        return _link(atom.subscription_url(feed.slug), "Atom")
 
     def get_readonly_fields(self, request, obj=None):
         # Archive URIs and page ranges are promised forever once a page is sealed.
@@ -27,14 +79,38 @@ class FeedAdmin(admin.ModelAdmin):
         return super().has_delete_permission(request, obj) and not (obj and obj.sealed_pages)
 
     def save_model(self, request, obj, form, change):
+        fields = {name: form.cleaned_data[name] for name in form.changed_data}
         if change:
-            fields = {name: form.cleaned_data[name] for name in form.changed_data}
-            obj.__dict__.update(publishing.update_feed(feed=obj, **fields).__dict__)
+            saved = publishing.update_feed(feed=obj, **fields)
         else:
-            obj.save()
+            saved = publishing.create_feed(**{name: form.cleaned_data[name]
+                                              for name in FeedForm.Meta.fields
+                                              if name in form.cleaned_data})
+        obj.__dict__.update(saved.__dict__)
 
     def delete_model(self, request, obj):
         publishing.delete_feed(feed=obj)
+
+    def delete_queryset(self, request, queryset):
+        for feed in queryset:
+            self.delete_model(request, feed)
+
+    def get_deleted_objects(self, objs, request):
+        # The feed's records and entries go with it (publishing.delete_feed); Django's
+        # collector would call them "protected" and the entry admin is read-only.
+        feeds = list(objs)
+        if any(feed.sealed_pages for feed in feeds):
+            return [str(feed) for feed in feeds], {}, set(), [
+                f"{feed} has sealed archive pages" for feed in feeds if feed.sealed_pages]
+        counts = {"feeds": len(feeds),
+                  "records": Record.objects.filter(feed__in=feeds).count(),
+                  "entries": Entry.objects.filter(feed__in=feeds).count()}
+        return [str(feed) for feed in feeds], counts, set(), []
+
+    @admin.action(description="Seal full pages now", permissions=["change"])
+    def seal_now(self, request, queryset):
+        sealed = [page for feed in queryset for page in sealing.seal_feed(feed)]
+        self.message_user(request, f"Sealed {len(sealed)} page(s).", messages.SUCCESS)
 
 
 class RecordForm(forms.ModelForm):
@@ -52,12 +128,11 @@ class RecordForm(forms.ModelForm):
             self.record_data = clean_record({
                 "title": cleaned.get("title"),
                 "summary": cleaned.get("summary") or "",
-                "metadata": cleaned.get("metadata") or {},
+                "metadata": cleaned.get("metadata") if "metadata" in cleaned else {},
                 "links": cleaned.get("links") or [],
             })
         except ValidationError as error:
-            for field, messages in error.message_dict.items():
-                self.add_error(field if field in self.fields else None, messages)
+            _add_errors(self, error)
         return cleaned
 
 
@@ -79,11 +154,17 @@ class LiveFilter(admin.SimpleListFilter):
 @admin.register(Record)
 class RecordAdmin(admin.ModelAdmin):
     form = RecordForm
-    list_display = ["key", "title", "feed", "updated", "deleted_at"]
+    list_display = ["key", "title", "feed", "updated", "deleted_at", "document"]
     list_filter = [LiveFilter, "feed"]
     search_fields = ["key", "title"]
     readonly_fields = ["created", "updated", "deleted_at"]
     list_select_related = ["feed"]
+    actions = ["restore"]
+
+    @admin.display(description="record URL")
+    def document(self, record: Record):
+        return _link(atom.record_url(record.feed.slug, record.key),
+                     "gone (410)" if record.is_deleted else "Atom entry")
 
     def get_readonly_fields(self, request, obj=None):
         return [*self.readonly_fields, "feed", "key"] if obj else self.readonly_fields
@@ -102,6 +183,21 @@ class RecordAdmin(admin.ModelAdmin):
         for record in queryset.select_related("feed"):
             self.delete_model(request, record)
 
+    def get_deleted_objects(self, objs, request):
+        # Nothing is removed: each record gets a deletion entry and stays restorable, so
+        # its entries are not "protected objects" standing in the way.
+        records = [str(record) for record in objs]
+        return records, {"records (marked deleted)": len(records)}, set(), []
+
+    @admin.action(description="Restore selected deleted records", permissions=["change"])
+    def restore(self, request, queryset):
+        restored = 0
+        for record in queryset.filter(deleted_at__isnull=False).select_related("feed"):
+            data = {name: getattr(record, name) for name in RECORD_FIELDS}
+            publishing.put_record(feed=record.feed, key=record.key, data=data)
+            restored += 1
+        self.message_user(request, f"Restored {restored} record(s).", messages.SUCCESS)
+
 
 class ReadOnlyAdmin(admin.ModelAdmin):
     """The log and the sealed pages are written by the write path and the sealer only."""
@@ -118,13 +214,34 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 @admin.register(Entry)
 class EntryAdmin(ReadOnlyAdmin):
-    list_display = ["seq", "feed", "kind", "record", "updated"]
+    list_display = ["seq", "feed", "kind", "record", "updated", "document"]
     list_filter = ["feed", "kind"]
     list_select_related = ["feed", "record__feed"]
+    # Counting every entry of a big log on each page view is the slow part of a changelist.
+    show_full_result_count = False
+
+    @admin.display(description="served in")
+    def document(self, entry: Entry):
+        feed = entry.feed
+        if entry.seq <= feed.sealed_seq:
+            number = (entry.seq - 1) // feed.page_size + 1
+            return _link(atom.archive_url(feed.slug, number), f"archive page {number}")
+        return _link(atom.subscription_url(feed.slug), "subscription document")
 
 
 @admin.register(ArchivePage)
 class ArchivePageAdmin(ReadOnlyAdmin):
-    list_display = ["number", "feed", "first_seq", "last_seq", "last_updated", "has_next"]
+    list_display = ["number", "feed", "first_seq", "last_seq", "last_updated", "has_next",
+                    "document"]
     list_filter = ["feed"]
+    list_select_related = ["feed"]
     exclude = ["body"]
+    show_full_result_count = False
+
+    def get_queryset(self, request):
+        # The frozen bodies are large and never shown here.
+        return super().get_queryset(request).defer("body")
+
+    @admin.display(description="document")
+    def document(self, page: ArchivePage):
+        return _link(atom.archive_url(page.feed.slug, page.number), "Atom")
