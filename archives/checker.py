@@ -425,7 +425,8 @@ def _load_state(path: str) -> dict[str, Any]:
         return {"version": STATE_VERSION, "pages": {}}
     try:
         state = json.loads(Path(path).read_text(encoding="utf-8"))
-        if state.get("version") != STATE_VERSION or not isinstance(state.get("pages"), dict):
+        if (not isinstance(state, dict) or state.get("version") != STATE_VERSION
+                or not isinstance(state.get("pages"), dict)):
             raise ValueError("not a checkfeed state file")
         return state
     except (OSError, ValueError) as error:

@@ -9,7 +9,6 @@ import random
 import pytest
 from django.core.management import call_command
 
-from archives import publishing
 from archives.consumer import (
     HarvestFailed,
     HarvestState,
@@ -20,42 +19,16 @@ from archives.consumer import (
     harvest,
     parse_document,
 )
-from archives.models import Record, rfc3339
-from archives.sealing import seal_feed
 
 from .broken_feeds import Document, FeedServer, LinkedFeed, at, entry, feed_document
-from .factories import FeedFactory, record_data
+from .feeds_live import database_view, make_live_feed, random_history
 
 # Our own server ---------------------------------------------------------------------
 
 
 @pytest.fixture
 def live_feed(live_server, settings, transactional_db):
-    # Before any page is sealed: archive bytes are frozen with the base URL of their day.
-    settings.FEEDPUB_BASE_URL = live_server.url
-    feed = FeedFactory(slug="live", page_size=3)
-    return feed, f"{live_server.url}/feeds/live/"
-
-
-def random_history(feed, rng: random.Random, changes: int, keys: list[str]) -> None:
-    live = set(Record.objects.filter(feed=feed, deleted_at__isnull=True)
-               .values_list("key", flat=True))
-    for step in range(changes):
-        key = rng.choice(keys)
-        if key in live and rng.random() < 0.3:
-            publishing.delete_record(feed=feed, key=key)
-            live.discard(key)
-        else:
-            publishing.put_record(feed=feed, key=key, data=record_data(step, title=f"{key} {step}"))
-            live.add(key)
-        if rng.random() < 0.1:
-            seal_feed(feed)
-    seal_feed(feed)
-
-
-def database_view(feed) -> dict[str, tuple[str, str]]:
-    return {record.atom_id: (rfc3339(record.updated), record.title)
-            for record in Record.objects.filter(feed=feed, deleted_at__isnull=True)}
+    return make_live_feed(live_server, settings)
 
 
 def harvested_view(result) -> dict[str, tuple[str, str]]:

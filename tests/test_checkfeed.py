@@ -1,0 +1,289 @@
+"""The conformance checker: clean on our own server, and each broken feed caught by its rule."""
+
+from __future__ import annotations
+
+import io
+import random
+
+import pytest
+from django.core.management import call_command
+
+from archives.checker import CheckFailed, check_feed, content_hash
+from archives.consumer import Limits
+
+from .broken_feeds import IMMUTABLE, Document, FeedServer, LinkedFeed, at, entry, feed_document
+from .feeds_live import make_live_feed, random_history
+
+
+def codes(result) -> set[tuple[str, str]]:
+    """(code, path) of every problem, paths without the server's address."""
+    return {(problem.code, "/" + problem.url.split("/", 3)[3]) for problem in result.problems}
+
+
+@pytest.fixture
+def live_feed(live_server, settings, transactional_db):
+    return make_live_feed(live_server, settings)
+
+
+@pytest.fixture
+def server():
+    with FeedServer() as server:
+        yield server
+
+
+# Our own server ---------------------------------------------------------------------
+
+
+def test_our_own_feed_is_clean(live_feed):
+    feed, url = live_feed
+    random_history(feed, random.Random(11), 40, [f"k{n}" for n in range(10)])
+    result = check_feed(url, sample=5)
+    assert result.problems == []
+    feed.refresh_from_db()
+    assert result.documents == feed.sealed_pages + 1
+    assert result.complete
+
+
+def test_our_own_feed_stays_clean_over_time_with_a_state_file(live_feed, tmp_path):
+    feed, url = live_feed
+    rng = random.Random(12)
+    keys = [f"k{n}" for n in range(6)]
+    random_history(feed, rng, 15, keys)
+    state = str(tmp_path / "pages.json")
+    assert check_feed(url, state_path=state, sample=0).problems == []
+    random_history(feed, rng, 15, keys)  # seals pages: older ones gain next-archive links
+    assert check_feed(url, state_path=state, sample=0).problems == []
+
+
+def test_the_checkfeed_command_exits_0_on_our_clean_feed(live_feed):
+    feed, url = live_feed
+    random_history(feed, random.Random(13), 10, ["a", "b", "c"])
+    out, errors = io.StringIO(), io.StringIO()
+    call_command("checkfeed", url, stdout=out, stderr=errors)
+    assert out.getvalue() == ""
+    assert "0 problem(s)" in errors.getvalue()
+
+
+# Hand-made feeds ----------------------------------------------------------------------
+
+
+def test_a_correct_hand_made_feed_is_clean(server):
+    feed = LinkedFeed(server, pages=3)
+    result = check_feed(feed.subscription)
+    assert result.problems == []
+    assert result.documents == 4
+
+
+def test_it_finds_a_loop(server):
+    feed = LinkedFeed(server, pages=3)
+    feed.pages[0].prev = feed.pages[2].path
+    feed.publish()
+    assert ("rfc5005.loop", "/archives/1") in codes(check_feed(feed.subscription, sample=0))
+
+
+def test_it_finds_a_one_way_link(server):
+    feed = LinkedFeed(server, pages=3)
+    feed.pages[0].next = None  # page 2 says prev-archive page 1, page 1 has no next-archive
+    feed.publish()
+    found = codes(check_feed(feed.subscription, sample=0))
+    assert ("rfc5005.one-way", "/archives/1") in found
+
+
+def test_it_finds_a_next_archive_link_that_points_elsewhere(server):
+    feed = LinkedFeed(server, pages=3)
+    feed.pages[0].next = feed.pages[2].path
+    feed.publish()
+    found = codes(check_feed(feed.subscription, sample=0))
+    assert ("rfc5005.one-way", "/archives/1") in found
+    assert ("rfc5005.one-way", "/archives/3") in found
+
+
+def test_it_finds_a_missing_page(server):
+    feed = LinkedFeed(server, pages=3)
+    del server.documents["/archives/2"]
+    result = check_feed(feed.subscription, sample=0)
+    assert ("rfc5005.unresolved", "/archives/3") in codes(result)
+    assert any("404" in p.message for p in result.problems)
+
+
+def test_it_follows_next_archive_links_to_pages_the_backward_walk_missed(server):
+    feed = LinkedFeed(server, pages=3)
+    server.documents["/feed"] = feed.render(feed.pages[-1].__class__(
+        "/feed", [("urn:x:7", at(7), False)], prev="/archives/2", archive=False))
+    result = check_feed(feed.subscription, sample=0)
+    assert ("rfc5005.one-way", "/feed") in codes(result)  # not the newest archive page
+    assert result.documents == 4  # page 3 was reached forward
+
+
+def test_it_finds_out_of_order_timestamps(server):
+    feed = LinkedFeed(server, pages=3)
+    feed.pages[1].entries = [("urn:x:3", at(0.5), False), ("urn:x:4", at(4), False)]
+    feed.publish()
+    found = codes(check_feed(feed.subscription, sample=0))
+    assert ("pmh.order", "/archives/2") in found
+    assert ("pmh.prev-updated", "/archives/1") in found
+
+
+def test_it_finds_a_document_older_than_its_entries(server):
+    server.documents["/f"] = Document(feed_document(
+        updated=at(1), links={}, entries=[entry("urn:x:1", at(5), alternate=None,
+                                                deleted=True)]))
+    assert ("pmh.doc-updated", "/f") in codes(check_feed(server.url("/f"), sample=0))
+
+
+def test_it_finds_malformed_deletion_entries(server):
+    server.documents["/f"] = Document(feed_document(updated=at(9), links={}, entries=[
+        entry("urn:x:1", at(1), alternate=None, content="<content>gone</content>"),
+        entry("urn:x:2", at(2), alternate=None, content='<content src="http://x.org/"/>'),
+        entry("urn:x:3", at(3), content="<content/>"),
+    ]))
+    result = check_feed(server.url("/f"), sample=0)
+    messages = [p.message for p in result.problems if p.code.startswith("pmh.")]
+    assert any("urn:x:1" in m and "non-empty content" in m for m in messages)
+    assert any("urn:x:2" in m and "src" in m for m in messages)
+    assert any("urn:x:3" in m and "neither an active entry" in m for m in messages)
+
+
+def test_it_finds_an_alternate_link_that_does_not_resolve(server):
+    feed = LinkedFeed(server, pages=1)
+    for path in list(server.documents):
+        if path.startswith("/records/"):
+            server.documents[path].status = 410
+    result = check_feed(feed.subscription, sample=2)
+    assert len([p for p in result.problems if p.code == "pmh.alternate"]) == 2
+
+
+def test_it_finds_an_archive_page_without_its_markers(server):
+    server.documents["/a"] = Document(feed_document(updated=at(1), links={}, entries=[]))
+    server.documents["/f"] = Document(feed_document(
+        updated=at(2), links={"prev-archive": server.url("/a")}, complete=True, entries=[]))
+    found = codes(check_feed(server.url("/f"), sample=0))
+    assert ("rfc5005.archive", "/a") in found
+    assert ("rfc5005.complete", "/f") in found
+
+
+def test_it_finds_an_archive_page_without_a_current_link(server):
+    server.documents["/a"] = Document(feed_document(updated=at(1), links={}, archive=True,
+                                                    entries=[]))
+    assert ("rfc5005.current", "/a") in codes(check_feed(server.url("/a"), sample=0))
+
+
+def test_it_finds_a_changed_archive_page(server, tmp_path):
+    feed = LinkedFeed(server, pages=3)
+    state = str(tmp_path / "pages.json")
+    assert check_feed(feed.subscription, state_path=state, sample=0).problems == []
+    feed.pages[0].entries[0] = ("urn:x:1", at(1), True)  # rewritten history
+    feed.publish()
+    result = check_feed(feed.subscription, state_path=state, sample=0)
+    assert codes(result) == {("immutability.changed", "/archives/1")}
+
+
+def test_gaining_a_next_archive_link_is_not_a_change(server, tmp_path):
+    feed = LinkedFeed(server, pages=2)
+    state = str(tmp_path / "pages.json")
+    check_feed(feed.subscription, state_path=state, sample=0)
+    feed.pages[-1].archive = True  # seal: the subscription's entries become page 3
+    feed.pages[-1].path = "/archives/3"
+    feed.pages[-2].next = "/archives/3"
+    feed.pages.append(feed.pages[-1].__class__("/feed", [("urn:x:9", at(9), False)],
+                                               prev="/archives/3", archive=False))
+    feed.publish()
+    assert check_feed(feed.subscription, state_path=state, sample=0).problems == []
+
+
+def test_the_content_hash_ignores_only_the_next_archive_link():
+    base = feed_document(updated=at(1), links={"current": "http://x/f"}, archive=True, entries=[])
+    linked = feed_document(updated=at(1), links={"current": "http://x/f",
+                                                 "next-archive": "http://x/2"},
+                           archive=True, entries=[])
+    changed = feed_document(updated=at(2), links={"current": "http://x/f"}, archive=True,
+                            entries=[])
+    assert content_hash(base) == content_hash(linked)
+    assert content_hash(base) != content_hash(changed)
+
+
+def test_it_finds_an_invalid_document(server):
+    body = feed_document(updated=at(1), links={}, entries=[entry("urn:x:1", at(1))])
+    server.documents["/f"] = Document(body.replace(b"<title>A record</title>", b""))
+    found = codes(check_feed(server.url("/f"), sample=0))
+    assert ("atom.relaxng", "/f") in found
+
+
+def test_it_finds_a_violated_schematron_rule(server):
+    body = feed_document(updated=at(1), links={}, entries=[entry("urn:x:1", at(1))])
+    server.documents["/f"] = Document(body.replace(b"<author><name>Tests</name></author>", b""))
+    result = check_feed(server.url("/f"), sample=0)
+    assert any(p.code == "atom.schematron" and "atom:author" in p.message
+               for p in result.problems)
+
+
+def test_it_finds_a_body_that_is_not_xml(server):
+    feed = LinkedFeed(server, pages=2)
+    server.documents["/archives/1"] = Document(b"<feed><oops>")
+    assert ("atom.xml", "/archives/1") in codes(check_feed(feed.subscription, sample=0))
+
+
+def test_it_finds_http_problems(server):
+    feed = LinkedFeed(server, pages=2)
+    subscription = server.documents["/feed"]
+    subscription.cache_control = IMMUTABLE
+    subscription.conditional = False
+    subscription.content_type = "text/xml"
+    page = server.documents["/archives/2"]
+    page.etag, page.last_modified = False, None
+    page.extra_headers["Link"] = f'<{server.url("/elsewhere")}>; rel="prev-archive"'
+    found = codes(check_feed(feed.subscription, sample=0))
+    assert {("http.immutable", "/feed"), ("http.revalidation", "/feed"),
+            ("http.content-type", "/feed"), ("http.validators", "/archives/2"),
+            ("http.link-header", "/archives/2")} <= found
+
+
+def test_it_finds_immutable_cache_control_on_the_newest_archive_page(server):
+    feed = LinkedFeed(server, pages=2)
+    server.documents["/archives/2"].cache_control = IMMUTABLE
+    assert ("http.immutable", "/archives/2") in codes(check_feed(feed.subscription, sample=0))
+
+
+def test_it_stops_when_the_request_budget_is_spent(server):
+    feed = LinkedFeed(server, pages=5)
+    result = check_feed(feed.subscription, limits=Limits(max_requests=6))
+    assert not result.complete
+    assert result.requests == 6
+
+
+def test_it_cannot_run_without_a_document_to_start_from(server):
+    with pytest.raises(CheckFailed, match="HTTP 404"):
+        check_feed(server.url("/nothing"))
+
+
+# The command --------------------------------------------------------------------------
+
+
+def test_the_checkfeed_command_prints_one_line_per_problem_and_exits_1(server):
+    feed = LinkedFeed(server, pages=3)
+    del server.documents["/archives/1"]
+    out = io.StringIO()
+    with pytest.raises(SystemExit) as stop:
+        call_command("checkfeed", feed.subscription, "--sample", "0", stdout=out,
+                     stderr=io.StringIO())
+    assert stop.value.code == 1
+    [line] = out.getvalue().splitlines()
+    assert line.startswith(server.url("/archives/2") + "  rfc5005.unresolved: prev-archive")
+
+
+def test_the_checkfeed_command_exits_2_when_it_cannot_run():
+    errors = io.StringIO()
+    with pytest.raises(SystemExit) as stop:
+        call_command("checkfeed", "http://127.0.0.1:9/feed", "--timeout", "2", stderr=errors)
+    assert stop.value.code == 2
+    assert errors.getvalue().startswith("checkfeed could not run:")
+
+
+def test_the_checkfeed_command_refuses_a_corrupt_state_file(server, tmp_path):
+    feed = LinkedFeed(server, pages=1)
+    state = tmp_path / "pages.json"
+    state.write_text("[]")
+    with pytest.raises(SystemExit) as stop:
+        call_command("checkfeed", feed.subscription, "--state", str(state),
+                     stderr=io.StringIO())
+    assert stop.value.code == 2
