@@ -1,0 +1,127 @@
+"""The API under real concurrency on PostgreSQL: If-Match writers and merging PATCHes."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import pytest
+from django.contrib.auth.models import Permission, User
+from django.db import connections
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from archives.models import Entry, Record
+
+from .factories import FeedFactory, RecordFactory, record_data
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+
+def at_once(jobs: list[Callable[[], object]]) -> list[object]:
+    """Run each job in its own thread (and database connection), released together."""
+    barrier = threading.Barrier(len(jobs))
+    results: list[object] = [None] * len(jobs)
+
+    def run(index, job):
+        try:
+            barrier.wait()
+            results[index] = job()
+        except BaseException as error:  # noqa: BLE001 - reported as the job's result
+            results[index] = error
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=run, args=(i, job)) for i, job in enumerate(jobs)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    return results
+
+
+@pytest.fixture
+def token(db) -> str:
+    user = User.objects.create_user("producer")
+    user.user_permissions.set(Permission.objects.filter(codename__endswith="_record"))
+    return Token.objects.create(user=user).key
+
+
+def client_for(token: str) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
+    return client
+
+
+def test_of_writers_holding_the_same_etag_exactly_one_wins(token, settings):
+    settings.FEEDPUB_SEAL_ON_WRITE = False
+    feed = FeedFactory(slug="books")
+    RecordFactory(feed=feed, key="k1", data=record_data(0))
+    etag = client_for(token).get("/api/feeds/books/records/k1")["ETag"]
+    writers = 8
+
+    def writer(n):
+        def job():
+            return client_for(token).put("/api/feeds/books/records/k1", record_data(n + 1),
+                                         format="json", headers={"If-Match": etag})
+        return job
+
+    responses = at_once([writer(n) for n in range(writers)])
+
+    codes = sorted(r.status_code for r in responses)
+    assert codes == [200] + [412] * (writers - 1)
+    winner = next(r for r in responses if r.status_code == 200)
+    assert Record.objects.get(key="k1").title == winner.json()["title"]
+    assert list(Entry.objects.filter(feed=feed).values_list("kind", flat=True)) == [
+        "create", "update"]
+
+
+def test_concurrent_patches_of_different_fields_lose_none_of_them(token, settings):
+    settings.FEEDPUB_SEAL_ON_WRITE = False
+    feed = FeedFactory(slug="books")
+    RecordFactory(feed=feed, key="k1", data=record_data(0))
+    patches = [
+        {"title": "New title"},
+        {"summary": "New summary"},
+        {"metadata": {"new": True}},
+        {"links": [{"href": "https://example.org/new", "rel": "related"}]},
+    ]
+
+    def patcher(patch):
+        def job():
+            return client_for(token).patch("/api/feeds/books/records/k1", patch, format="json")
+        return job
+
+    responses = at_once([patcher(patch) for patch in patches])
+
+    assert [r.status_code for r in responses] == [200] * len(patches)
+    record = Record.objects.get(key="k1").as_json()
+    assert (record["title"], record["summary"], record["metadata"]) == (
+        "New title", "New summary", {"new": True})
+    assert record["links"][0]["href"] == "https://example.org/new"
+    assert Entry.objects.filter(feed=feed).count() == 1 + len(patches)
+
+
+def test_batches_and_single_puts_at_once_keep_the_log_gapless(token, settings):
+    settings.FEEDPUB_SEAL_ON_WRITE = False
+    feed = FeedFactory(slug="books", page_size=10)
+
+    def batcher(b):
+        def job():
+            return client_for(token).post("/api/feeds/books/batch", {"operations": [
+                {"op": "put", "key": f"b{b}-{n}", "record": record_data(n)} for n in range(50)
+            ]}, format="json")
+        return job
+
+    def single(s):
+        def job():
+            return [client_for(token).put(f"/api/feeds/books/records/s{s}-{n}", record_data(n),
+                                          format="json") for n in range(10)]
+        return job
+
+    results = at_once([batcher(0), batcher(1), single(0), single(1)])
+
+    assert [r.status_code for r in results[:2]] == [200, 200]
+    assert all(r.status_code == 201 for group in results[2:] for r in group)
+    seqs = list(Entry.objects.filter(feed=feed).order_by("seq").values_list("seq", flat=True))
+    assert seqs == list(range(1, 121))
