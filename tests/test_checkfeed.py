@@ -287,3 +287,10 @@ def test_the_checkfeed_command_refuses_a_corrupt_state_file(server, tmp_path):
         call_command("checkfeed", feed.subscription, "--state", str(state),
                      stderr=io.StringIO())
     assert stop.value.code == 2
+
+
+def test_without_http_checks_it_makes_one_request_per_page(server):
+    feed = LinkedFeed(server, pages=3)
+    result = check_feed(feed.subscription, sample=0, http_checks=False)
+    assert result.problems == []
+    assert result.requests == 4

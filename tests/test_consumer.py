@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import random
@@ -331,3 +332,11 @@ def test_the_harvest_command_exits_2_when_the_subscription_is_not_a_feed(server)
         call_command("harvest", server.url("/f"), stderr=errors)
     assert stop.value.code == 2
     assert "not an Atom feed" in errors.getvalue()
+
+
+def test_it_reads_a_gzip_compressed_document(server):
+    body = feed_document(updated=at(1), links={}, entries=[entry("urn:x:1", at(1))])
+    server.documents["/f"] = Document(gzip.compress(body),
+                                      extra_headers={"Content-Encoding": "gzip"})
+    assert [r["id"] for r in harvest(server.url("/f")).records] == ["urn:x:1"]
+    assert "gzip" in server.requests[0][2]["Accept-Encoding"]
