@@ -22,6 +22,8 @@ MAX_SUMMARY_LENGTH = 10_000
 MAX_LINKS = 20
 MAX_HREF_LENGTH = 2000
 MAX_METADATA_BYTES = 100_000
+# Deeper JSON exhausts Python's recursion limit on its way to the database (a 500).
+MAX_METADATA_DEPTH = 64
 
 RECORD_FIELDS = ("title", "summary", "metadata", "links")
 LINK_FIELDS = ("href", "rel", "type", "title")
@@ -151,6 +153,8 @@ def _text(value: Any, max_length: int, *, required: bool = False) -> str:
 def _metadata(value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ValidationError("Must be a JSON object.")
+    if _nesting(value) > MAX_METADATA_DEPTH:
+        raise ValidationError(f"At most {MAX_METADATA_DEPTH} levels of nested objects and lists.")
     encoded = json.dumps(value, ensure_ascii=False)
     # json.dumps escapes control characters, so check the strings themselves.
     for text in _strings_in(value):
@@ -160,6 +164,20 @@ def _metadata(value: Any) -> dict[str, Any]:
     if len(encoded.encode("utf-8", "surrogatepass")) > MAX_METADATA_BYTES:
         raise ValidationError(f"At most {MAX_METADATA_BYTES} bytes of JSON.")
     return value
+
+
+def _nesting(value: Any) -> int:
+    """How deeply objects and lists nest in `value`, found level by level (not by
+    recursion, which is what deep input would break); counting stops past the limit."""
+    depth, level = 0, [value]
+    while depth <= MAX_METADATA_DEPTH:
+        containers = [item for item in level if isinstance(item, dict | list)]
+        if not containers:
+            break
+        depth += 1
+        level = [child for container in containers
+                 for child in (container.values() if isinstance(container, dict) else container)]
+    return depth
 
 
 def _strings_in(value: Any):

@@ -313,6 +313,18 @@ def test_it_refuses_a_body_that_is_not_json(api, feed, body):
     assert entries(feed) == 0
 
 
+@pytest.mark.parametrize("depth", [64, 500, 930, 5000])
+def test_it_refuses_metadata_nested_too_deeply(api, feed, depth):
+    nested = "[" * depth + "]" * depth
+    response = put_raw(api, "k1", '{"title": "deep", "metadata": {"x": ' + nested + "}}")
+
+    # Past Python's recursion limit the parser refuses it, below it the record rules do.
+    assert response.status_code == 400
+    assert "too deeply" in response.json()["detail"] or "levels" in str(
+        response.json()["errors"]["metadata"])
+    assert entries(feed) == 0
+
+
 def test_it_refuses_a_body_that_is_not_a_record_object(api, feed):
     response = put(api, "k1", ["title"])
 
