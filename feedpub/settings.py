@@ -155,8 +155,9 @@ SPECTACULAR_SETTINGS = {
     "TITLE": "feedpub producer API",
     "DESCRIPTION": (
         "Create feeds and put, patch and delete their records; every change appends one "
-        "entry to the feed's Atom log. Errors are JSON: `detail`, and `errors` naming each "
-        "field and why."
+        "entry to the feed's Atom log. Reads need no credentials; writes need "
+        "`Authorization: Token <key>` (`manage.py drf_create_token <user>`) and the model "
+        "permissions. Errors are JSON: `detail`, and `errors` naming each field and why."
     ),
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,

@@ -57,6 +57,7 @@ def errors(*codes: int) -> dict[int, OpenApiResponse]:
     return {code: OpenApiResponse(ErrorSerializer, ERRORS[code]) for code in codes}
 
 
+@extend_schema(tags=["feeds"])
 class FeedList(generics.GenericAPIView):
     queryset = Feed.objects.all()
     serializer_class = FeedSerializer
@@ -77,6 +78,7 @@ class FeedList(generics.GenericAPIView):
                         headers={"Location": reverse("api:feed-detail", args=[feed.slug])})
 
 
+@extend_schema(tags=["feeds"])
 class FeedDetail(generics.GenericAPIView):
     queryset = Feed.objects.all()
     serializer_class = FeedSerializer
@@ -123,7 +125,7 @@ class FeedMixin:
         return get_object_or_404(Feed, slug=self.kwargs["slug"])
 
 
-@extend_schema(parameters=[
+@extend_schema(tags=["records"], parameters=[
     OpenApiParameter("deleted", OpenApiTypes.BOOL,
                      description="true: only deleted records; false: only live ones."),
     OpenApiParameter("updated_since", OpenApiTypes.DATETIME,
@@ -155,6 +157,7 @@ class RecordList(FeedMixin, generics.GenericAPIView):
         return self.get_paginated_response(self.get_serializer(page, many=True).data)
 
 
+@extend_schema(tags=["records"])
 class RecordDetail(FeedMixin, generics.GenericAPIView):
     """One record by its key. Every answer carries the record's ETag."""
 
@@ -256,6 +259,7 @@ class RecordDetail(FeedMixin, generics.GenericAPIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
+@extend_schema(tags=["records"])
 class Batch(FeedMixin, generics.GenericAPIView):
     # Which model permissions a batch needs depends on its operations: checked in post().
     permission_classes = [IsAuthenticated]
