@@ -25,7 +25,8 @@ def test_it_creates_a_record_with_one_create_entry(feed):
     assert entry.seq == 1
     assert record.title == "Record 1"
     assert record.updated == entry.updated == record.created
-    assert feed.last_seq == 1 and feed.last_updated == entry.updated
+    assert feed.last_seq == 1
+    assert feed.last_updated == entry.updated
     assert Feed.objects.get(pk=feed.pk).last_seq == 1
 
 
@@ -53,8 +54,10 @@ def test_it_appends_a_deletion_entry_and_keeps_the_row(feed):
     entry = publishing.delete_record(feed=feed, key="a")
 
     record = Record.objects.get(key="a")
-    assert entry.kind == Entry.Kind.DELETE and entry.links == []
-    assert record.is_deleted and record.deleted_at == record.updated == entry.updated
+    assert entry.kind == Entry.Kind.DELETE
+    assert entry.links == []
+    assert record.is_deleted
+    assert record.deleted_at == record.updated == entry.updated
 
 
 def test_it_ignores_a_repeated_delete(feed):
@@ -137,7 +140,8 @@ def test_a_batch_with_a_bad_operation_writes_nothing_and_names_each_one(feed):
     assert "key" in raised.value.errors[1]
     assert "op" in raised.value.errors[2]
     assert "title" in raised.value.errors[3]
-    assert entries(feed) == [] and not Record.objects.exists()
+    assert entries(feed) == []
+    assert not Record.objects.exists()
 
 
 def test_a_batch_deleting_an_unknown_key_writes_nothing(feed):
@@ -146,7 +150,8 @@ def test_a_batch_deleting_an_unknown_key_writes_nothing(feed):
             {"op": "put", "key": "a", "record": record_data(1)},
             {"op": "delete", "key": "ghost"},
         ])
-    assert entries(feed) == [] and not Record.objects.exists()
+    assert entries(feed) == []
+    assert not Record.objects.exists()
     assert Feed.objects.get(pk=feed.pk).last_seq == 0
 
 
@@ -181,7 +186,8 @@ def test_it_refuses_bad_input_and_writes_nothing(feed, key, data, field):
         publishing.put_record(feed=feed, key=key, data=data)
 
     assert field in raised.value.message_dict
-    assert entries(feed) == [] and not Record.objects.exists()
+    assert entries(feed) == []
+    assert not Record.objects.exists()
 
 
 def test_it_accepts_urn_and_tag_links_and_unicode(feed):
@@ -225,7 +231,8 @@ def test_a_feed_cannot_be_renamed_resized_or_deleted_once_a_page_is_sealed(feed)
 def test_a_feed_without_sealed_pages_can_be_deleted_with_its_records(feed):
     publishing.put_record(feed=feed, key="a", data=record_data(1))
     publishing.delete_feed(feed=feed)
-    assert not Feed.objects.exists() and not Entry.objects.exists()
+    assert not Feed.objects.exists()
+    assert not Entry.objects.exists()
 
 
 def test_a_write_that_fills_a_page_seals_it_after_commit(feed, django_capture_on_commit_callbacks):

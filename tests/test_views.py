@@ -74,7 +74,8 @@ def test_archive_documents_carry_fh_archive_and_their_links(client, sealed_feed,
     first = atom_validators(client.get("/feeds/books/archives/1/").content)
     second = atom_validators(client.get("/feeds/books/archives/2/").content)
 
-    assert first.find("fh:archive", NS) is not None and second.find("fh:archive", NS) is not None
+    assert first.find("fh:archive", NS) is not None
+    assert second.find("fh:archive", NS) is not None
     assert links_of(first) == {
         "self": f"{BASE}/feeds/books/archives/1/",
         "current": f"{BASE}/feeds/books/",
@@ -97,7 +98,8 @@ def test_entries_follow_atom_pmh(client, sealed_feed, atom_validators):
     active = [e for e in entries if not e["deletion"]]
 
     raw = walked.documents[0].root.find("a:entry", NS)
-    assert raw.find("a:content", NS).text is None and raw.find("a:summary", NS) is None
+    assert raw.find("a:content", NS).text is None
+    assert raw.find("a:summary", NS) is None
     assert deletion["id"] == publishing.Record.objects.get(key="k2").atom_id
     for entry in active:
         assert entry["alternates"][0].startswith(f"{BASE}/feeds/books/records/k")
@@ -159,7 +161,8 @@ def test_it_answers_304_to_a_matching_etag_or_date(client, sealed_feed, url):
     changed = client.get(url, HTTP_IF_NONE_MATCH='"something-else"')
     assert by_etag.status_code == by_date.status_code == 304
     assert by_etag.content == b""
-    assert by_etag["ETag"] == response["ETag"] and by_etag["Link"] == response["Link"]
+    assert by_etag["ETag"] == response["ETag"]
+    assert by_etag["Link"] == response["Link"]
     assert changed.status_code == 200
 
 
@@ -191,7 +194,8 @@ def test_an_immutable_page_is_served_from_memory_without_the_database(client, se
         again = client.get("/feeds/books/archives/1/")
         revalidated = client.get("/feeds/books/archives/1/", HTTP_IF_NONE_MATCH=first["ETag"])
     assert len(queries) == 0
-    assert again.content == first.content and revalidated.status_code == 304
+    assert again.content == first.content
+    assert revalidated.status_code == 304
 
 
 def test_the_newest_page_is_read_again_and_gains_its_next_archive_link(client, sealed_feed):
@@ -299,7 +303,9 @@ def test_the_record_url_serves_json_when_asked(client, sealed_feed):
 
     assert response["Content-Type"] == "application/json"
     assert response["ETag"] != atom_etag
-    assert body["key"] == "k1" and body["title"] == "Renamed" and body["deleted"] is False
+    assert body["key"] == "k1"
+    assert body["title"] == "Renamed"
+    assert body["deleted"] is False
     assert body["metadata"] == record_data(1)["metadata"]
     assert body["url"] == f"{BASE}/feeds/books/records/k1"
     assert client.get("/feeds/books/records/k1?format=json")["Content-Type"] == \
