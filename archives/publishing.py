@@ -68,7 +68,7 @@ def put_record(
 ) -> Entry | None:
     """Create or replace a record. Returns its new entry, or None when nothing changed."""
     operation = Put(key=clean_key(key), record=clean_record(data))
-    return _write(feed, [operation], if_match=if_match)[0]
+    return _write(feed, {0: operation}, if_match=if_match)[0]
 
 
 def delete_record(*, feed: Feed, key: str, if_match: str | None = None) -> Entry | None:
@@ -76,7 +76,10 @@ def delete_record(*, feed: Feed, key: str, if_match: str | None = None) -> Entry
 
     Raises Record.DoesNotExist for a key that never existed in the feed.
     """
-    return _write(feed, [Delete(key=clean_key(key))], if_match=if_match)[0]
+    try:
+        return _write(feed, {0: Delete(key=clean_key(key))}, if_match=if_match)[0]
+    except BatchError:  # the one operation deletes a key that does not exist
+        raise Record.DoesNotExist(f"No record {key!r} in feed {feed}") from None
 
 
 def apply_batch(*, feed: Feed, operations: Sequence[Mapping[str, Any]]) -> list[Entry | None]:
@@ -91,15 +94,16 @@ def apply_batch(*, feed: Feed, operations: Sequence[Mapping[str, Any]]) -> list[
         raise ValidationError(
             {"operations": [f"At most {MAX_BATCH_OPERATIONS} operations in one batch."]}
         )
-    parsed, errors = [], {}
+    parsed, invalid = {}, {}
     for index, raw in enumerate(operations):
         try:
-            parsed.append(parse_operation(raw))
+            parsed[index] = parse_operation(raw)
         except ValidationError as error:
-            errors[index] = error.message_dict if hasattr(error, "error_dict") else error.messages
-    if errors:
-        raise BatchError(errors)
-    return _write(feed, parsed)
+            invalid[index] = error.message_dict if hasattr(error, "error_dict") else error.messages
+    # The valid operations run even when some are invalid, so that one answer names every
+    # bad operation (a delete of a key that does not exist at that point, too); the
+    # transaction is then rolled back whole.
+    return _write(feed, parsed, invalid=invalid)
 
 
 def parse_operation(raw: Any) -> Operation:
@@ -120,10 +124,21 @@ def parse_operation(raw: Any) -> Operation:
     return Put(key=key, record=clean_record(raw["record"]))
 
 
-def _write(feed: Feed, operations: list[Operation], *, if_match: str | None = None):
+def _write(
+    feed: Feed,
+    operations: dict[int, Operation],
+    *,
+    invalid: dict[int, Any] | None = None,
+    if_match: str | None = None,
+) -> list[Entry | None]:
+    """Apply operations (by their index in the request) under the feed lock, or raise
+    BatchError naming the `invalid` ones and every delete of an unknown key."""
     with transaction.atomic():
         locked = Feed.objects.select_for_update().get(pk=feed.pk)
-        results = _Changes(locked).apply(operations, if_match=if_match)
+        changes = _Changes(locked)
+        results = changes.apply(operations, if_match=if_match)
+        if invalid or changes.missing:
+            raise BatchError(dict(sorted({**(invalid or {}), **changes.missing}.items())))
         Feed.objects.filter(pk=locked.pk).update(
             last_seq=locked.last_seq, last_updated=locked.last_updated
         )
@@ -141,24 +156,31 @@ class _Changes:
         self.feed = feed
         self.records: dict[str, Record] = {}
         self.entries: list[Entry] = []
+        self.missing: dict[int, dict[str, list[str]]] = {}  # deletes of unknown keys
 
-    def apply(self, operations: list[Operation], *, if_match: str | None) -> list[Entry | None]:
-        keys = {operation.key for operation in operations}
+    def apply(
+        self, operations: dict[int, Operation], *, if_match: str | None
+    ) -> list[Entry | None]:
+        keys = {operation.key for operation in operations.values()}
         self.records = {
             record.key: record
             for record in Record.objects.filter(feed=self.feed, key__in=keys)
         }
         if if_match is not None:
-            _check_if_match(if_match, record_etag(self.records.get(operations[0].key)))
-        results = [self._apply(operation) for operation in operations]
-        self._save()
+            first = next(iter(operations.values()))
+            _check_if_match(if_match, record_etag(self.records.get(first.key)))
+        results = [self._apply(index, operation) for index, operation in operations.items()]
+        if not self.missing:
+            self._save()
         return results
 
-    def _apply(self, operation: Operation) -> Entry | None:
+    def _apply(self, index: int, operation: Operation) -> Entry | None:
         record = self.records.get(operation.key)
         if isinstance(operation, Delete):
             if record is None:
-                raise Record.DoesNotExist(f"No record {operation.key!r} in feed {self.feed}")
+                self.missing[index] = {
+                    "key": [f"No record {operation.key!r} in this feed to delete."]}
+                return None
             if record.is_deleted:
                 return None
             return self._append(record, Entry.Kind.DELETE, title=record.title)

@@ -819,3 +819,11 @@ def assert_entry_carries(document, record):
         for link in entry.findall("a:link", NS) if link.get("type") != "application/atom+xml"
     ]
     assert produced == record["links"]
+
+
+@pytest.mark.parametrize(("method", "url"), [("post", "/api/feeds"),
+                                             ("patch", "/api/feeds/books")])
+def test_a_write_without_the_trailing_slash_is_answered_not_redirected(api, feed, method, url):
+    body = {"slug": "films", "title": "Films"} if method == "post" else {"title": "Renamed"}
+    response = getattr(api, method)(url, body, format="json")
+    assert response.status_code in (200, 201), response.content

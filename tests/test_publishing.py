@@ -144,12 +144,18 @@ def test_a_batch_with_a_bad_operation_writes_nothing_and_names_each_one(feed):
     assert not Record.objects.exists()
 
 
-def test_a_batch_deleting_an_unknown_key_writes_nothing(feed):
-    with pytest.raises(Record.DoesNotExist):
+def test_a_batch_deleting_an_unknown_key_names_it_and_writes_nothing(feed):
+    with pytest.raises(publishing.BatchError) as raised:
         publishing.apply_batch(feed=feed, operations=[
             {"op": "put", "key": "a", "record": record_data(1)},
             {"op": "delete", "key": "ghost"},
+            {"op": "delete", "key": "a"},  # exists by then: fine
+            {"op": "put", "key": "b", "record": {"title": ""}},
         ])
+    assert raised.value.errors == {
+        1: {"key": ["No record 'ghost' in this feed to delete."]},
+        3: {"title": ["Must not be blank."]},
+    }
     assert entries(feed) == []
     assert not Record.objects.exists()
     assert Feed.objects.get(pk=feed.pk).last_seq == 0

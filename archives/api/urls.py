@@ -10,6 +10,10 @@ app_name = "api"
 urlpatterns = [
     path("feeds/", views.FeedList.as_view(), name="feed-list"),
     path("feeds/<slug:slug>/", views.FeedDetail.as_view(), name="feed-detail"),
+    # The same without the slash: APPEND_SLASH cannot redirect a POST or PATCH (it would
+    # drop the body; with DEBUG on it raises), so these writes are answered where they land.
+    path("feeds", views.FeedList.as_view()),
+    path("feeds/<slug:slug>", views.FeedDetail.as_view()),
     path("feeds/<slug:slug>/records/", views.RecordList.as_view(), name="record-list"),
     # No trailing slash, like the record's public URL /feeds/<slug>/records/<key>.
     path("feeds/<slug:slug>/records/<str:key>", views.RecordDetail.as_view(),

@@ -282,9 +282,6 @@ class Batch(FeedMixin, generics.GenericAPIView):
         batch.is_valid(raise_exception=True)
         operations = batch.validated_data
         require(request, *_batch_permissions(operations))
-        missing = _unknown_deletes(feed, operations)
-        if missing:
-            raise publishing.BatchError(_parse_errors(operations) | missing)
         entries = publishing.apply_batch(feed=feed, operations=operations)
         results = [
             {"index": index, "op": operation["op"], "key": operation["key"],
@@ -308,44 +305,3 @@ def _batch_permissions(operations: Any) -> list[str]:
         operations, list) else set()
     perms = ["archives.add_record", "archives.change_record"] if "put" in ops else []
     return perms + (["archives.delete_record"] if "delete" in ops else [])
-
-
-def _unknown_deletes(feed: Feed, operations: Any) -> dict[int, dict[str, list[str]]]:
-    """Deletes of keys that neither exist nor are put earlier in the batch, by index.
-
-    Record rows are never removed (a delete marks them), so a key found here still
-    exists when the batch takes the feed lock.
-    """
-    if not isinstance(operations, list) or len(operations) > publishing.MAX_BATCH_OPERATIONS:
-        return {}  # apply_batch refuses these whole
-
-    def key_of(operation: Any, op: str) -> str | None:
-        if isinstance(operation, dict) and operation.get("op") == op:
-            key = operation.get("key")
-            return key if isinstance(key, str) else None
-        return None
-
-    deleted = {key_of(operation, "delete") for operation in operations} - {None}
-    if not deleted:
-        return {}
-    existing = set(Record.objects.filter(feed=feed, key__in=deleted)
-                   .values_list("key", flat=True))
-    missing = {}
-    for index, operation in enumerate(operations):
-        put = key_of(operation, "put")
-        if put is not None:
-            existing.add(put)
-        key = key_of(operation, "delete")
-        if key is not None and key not in existing:
-            missing[index] = {"key": [f"No record {key!r} in this feed to delete."]}
-    return missing
-
-
-def _parse_errors(operations: list[Any]) -> dict[int, Any]:
-    errors = {}
-    for index, operation in enumerate(operations):
-        try:
-            publishing.parse_operation(operation)
-        except DjangoValidationError as error:
-            errors[index] = error.message_dict if hasattr(error, "error_dict") else error.messages
-    return errors
