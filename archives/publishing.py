@@ -111,7 +111,7 @@ def parse_operation(raw: Any) -> Operation:
         raise ValidationError({"op": ["An operation is an object with op and key."]})
     op = raw.get("op")
     allowed = {"put": {"op", "key", "record"}, "delete": {"op", "key"}}
-    if op not in allowed:
+    if not isinstance(op, str) or op not in allowed:
         raise ValidationError({"op": ["Must be 'put' or 'delete'."]})
     unknown = sorted(set(raw) - allowed[op])
     if unknown:

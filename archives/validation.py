@@ -29,6 +29,7 @@ RECORD_FIELDS = ("title", "summary", "metadata", "links")
 LINK_FIELDS = ("href", "rel", "type", "title")
 LINK_SCHEMES = ("http", "https", "urn", "tag")
 RECORD_ENTRY_TYPE = "application/atom+xml"
+IANA_RELATIONS = "http://www.iana.org/assignments/relation/"
 
 # RFC 3986 "unreserved": a key is one path segment that needs no escaping anywhere.
 KEY_RE = re.compile(r"[A-Za-z0-9._~-]+")
@@ -155,7 +156,10 @@ def _metadata(value: Any) -> dict[str, Any]:
         raise ValidationError("Must be a JSON object.")
     if _nesting(value) > MAX_METADATA_DEPTH:
         raise ValidationError(f"At most {MAX_METADATA_DEPTH} levels of nested objects and lists.")
-    encoded = json.dumps(value, ensure_ascii=False)
+    try:
+        encoded = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as error:  # e.g. 1e999 parses to inf: not JSON
+        raise ValidationError(f"Must be plain JSON: {error}.") from None
     # json.dumps escapes control characters, so check the strings themselves.
     for text in _strings_in(value):
         problem = xml_problem(text)
@@ -222,6 +226,8 @@ def _link(index: int, item: Any) -> Link:
             f"{where}.href: must be an absolute {'/'.join(LINK_SCHEMES)} URI."
         )
     rel = item.get("rel") or "alternate"
+    if isinstance(rel, str) and rel.startswith(IANA_RELATIONS):
+        rel = rel.removeprefix(IANA_RELATIONS)  # RFC 4287 4.2.7.2: the same relation
     if not isinstance(rel, str) or not (REL_NAME_RE.fullmatch(rel) or _is_absolute_uri(rel)):
         raise ValidationError(f"{where}.rel: must be a relation name or an absolute URI.")
     media_type = item.get("type") or ""

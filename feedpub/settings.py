@@ -164,6 +164,7 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    "PREPROCESSING_HOOKS": ["archives.api.schema.canonical_routes_only"],
 }
 
 LANGUAGE_CODE = "en-us"

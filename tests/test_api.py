@@ -616,6 +616,7 @@ def test_a_batch_body_over_the_byte_limit_is_413(api, feed, settings):
 
 @pytest.mark.parametrize(("body", "field"), [
     ({"operations": "all"}, "operations"),
+    ({"operations": None}, "operations"),
     ({}, "operations"),
     ({"operations": [], "atomic": True}, "atomic"),
     (["put"], "body"),
@@ -827,3 +828,17 @@ def test_a_write_without_the_trailing_slash_is_answered_not_redirected(api, feed
     body = {"slug": "films", "title": "Films"} if method == "post" else {"title": "Renamed"}
     response = getattr(api, method)(url, body, format="json")
     assert response.status_code in (200, 201), response.content
+
+
+def test_a_batch_operation_with_a_malformed_op_is_named_not_a_500(api, feed):
+    response = batch(api, [{"op": ["put"], "key": "a"}, {"op": {"x": 1}, "key": "b"}])
+    assert response.status_code == 400
+    assert set(response.json()["errors"]["operations"]) == {"0", "1"}
+
+
+def test_metadata_with_a_number_json_cannot_carry_is_refused(api, feed):
+    response = api.put(url("k1"), b'{"title": "x", "metadata": {"a": 1e999}}',
+                       content_type="application/json")
+    assert response.status_code == 400
+    assert "metadata" in response.json()["errors"]
+    assert entries(feed) == 0

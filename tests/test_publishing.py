@@ -179,6 +179,11 @@ def test_a_batch_over_the_limit_is_refused(feed):
         ("k", record_data(1, title="lone \ud800 surrogate"), "title"),
         ("k", record_data(1, metadata=["not", "an", "object"]), "metadata"),
         ("k", record_data(1, metadata={"deep": {"x": "\x00"}}), "metadata"),
+        ("k", record_data(1, metadata={"big": float("inf")}), "metadata"),
+        ("k", record_data(1, metadata={"nan": float("nan")}), "metadata"),
+        ("k", record_data(1, links=[
+            {"href": "https://e.org/a", "rel": "http://www.iana.org/assignments/relation/alternate",
+             "type": "application/atom+xml"}]), "links"),
         ("k", record_data(1, links=[{"href": "/relative"}]), "links"),
         ("k", record_data(1, links=[{"href": "ftp://example.org/x"}]), "links"),
         ("k", record_data(1, links=[{"href": "https://e.org", "type": "html"}]), "links"),

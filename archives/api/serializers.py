@@ -156,8 +156,8 @@ class BatchSerializer(serializers.Serializer):
         if unknown:
             raise serializers.ValidationError(
                 {name: ["Unknown field; a batch has only operations."] for name in unknown})
-        if "operations" not in data:
-            raise serializers.ValidationError({"operations": ["This field is required."]})
+        if not isinstance(data.get("operations"), list):
+            raise serializers.ValidationError({"operations": ["A list of operations is required."]})
         return data["operations"]
 
 

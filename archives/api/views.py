@@ -300,8 +300,8 @@ def _record_answer(record: Record, *, created: bool = False) -> Response:
                     status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
 
-def _batch_permissions(operations: Any) -> list[str]:
-    ops = {op.get("op") for op in operations if isinstance(op, dict)} if isinstance(
-        operations, list) else set()
+def _batch_permissions(operations: list[Any]) -> list[str]:
+    # A list, not a set: a malformed "op" may be unhashable; apply_batch names it later.
+    ops = [operation.get("op") for operation in operations if isinstance(operation, dict)]
     perms = ["archives.add_record", "archives.change_record"] if "put" in ops else []
     return perms + (["archives.delete_record"] if "delete" in ops else [])
