@@ -5,7 +5,9 @@ from datetime import UTC, datetime
 
 import feedparser
 import pytest
+from django.core.handlers.wsgi import WSGIHandler
 from django.db import connection
+from django.test import RequestFactory
 from django.test.utils import CaptureQueriesContext
 from django.utils.http import http_date
 from lxml import etree
@@ -213,17 +215,26 @@ def test_the_newest_page_is_read_again_and_gains_its_next_archive_link(client, s
 @pytest.mark.parametrize("url", ["/feeds/books/", "/feeds/books/archives/1/",
                                  "/feeds/books/archives/2/", "/feeds/books/records/k1",
                                  "/feeds/books/archives/9/", "/feeds/books/records/k2"])
-def test_head_answers_the_same_status_and_headers_as_get_without_a_body(
-        client, sealed_feed, url):
-    get, head = client.get(url), client.head(url)
+def test_head_answers_the_same_status_and_headers_as_get_without_a_body(sealed_feed, url):
+    # Through Django's WSGI handler and middleware, as a server runs it: the test client
+    # would strip a HEAD body itself and hide one the view sent.
+    def call(method):
+        environ = RequestFactory()._base_environ(PATH_INFO=url, REQUEST_METHOD=method)
+        answer = {}
+        body = b"".join(WSGIHandler()(environ, lambda s, h: answer.update(s=s, h=dict(h))))
+        return answer["s"], answer["h"], body
 
-    assert head.status_code == get.status_code
-    body = b"".join(head.streaming_content) if head.streaming else head.content
-    assert body == b""
+    (get_status, get_headers, get_body), (head_status, head_headers, head_body) = \
+        call("GET"), call("HEAD")
+    assert head_status == get_status
+    assert get_body
+    if head_status.startswith("200"):  # error pages are left to the server to strip
+        assert head_body == b""
     for name in ["Content-Type", "ETag", "Last-Modified", "Cache-Control", "Link"]:
-        assert head.get(name) == get.get(name), name
-    if head.has_header("Content-Length"):
-        assert head["Content-Length"] == get["Content-Length"]
+        assert head_headers.get(name) == get_headers.get(name), name
+    # The same Content-Length as GET, or none (never a wrong one, such as 0).
+    if "Content-Length" in head_headers:
+        assert head_headers["Content-Length"] == get_headers["Content-Length"]
 
 
 def test_other_methods_are_refused(client, sealed_feed):
