@@ -61,3 +61,7 @@ class PageCache:
 
 
 frozen_pages = PageCache(settings.FEEDPUB_PAGE_CACHE_BYTES)
+# The newest rendering of each feed's subscription document, keyed by (slug, 0) and
+# trusted only while its ETag is the feed's current one (the ETag follows from every
+# column the document depends on), so repeated polls between two writes render nothing.
+subscription_documents = PageCache(max(settings.FEEDPUB_PAGE_CACHE_BYTES // 8, 1))

@@ -24,7 +24,7 @@ from django.views.decorators.http import require_safe
 
 from . import atom
 from .models import ArchivePage, Feed, Record
-from .pagecache import FrozenPage, frozen_pages
+from .pagecache import FrozenPage, frozen_pages, subscription_documents
 from .publishing import record_etag
 
 MAX_PAGE_NUMBER = 2**31 - 1  # the column's range; larger numbers would be a database error
@@ -53,8 +53,19 @@ def subscription(request: HttpRequest, slug: str) -> HttpResponse:
     not_modified = _not_modified(request, headers, last_modified)
     if not_modified or request.method == "HEAD":
         return not_modified or _head(headers)
+    return _document(request, _subscription_body(feed, headers), headers)
+
+
+def _subscription_body(feed: Feed, headers: dict[str, str]) -> bytes:
+    cached = subscription_documents.get((feed.slug, 0))
+    if cached is not None and cached.etag == headers["ETag"]:
+        return cached.body
     rows = atom.entry_rows(feed, feed.sealed_seq + 1, feed.last_seq, newest_first=True)
-    return _document(request, atom.render_subscription(feed, rows), headers)
+    body = atom.render_subscription(feed, rows)
+    subscription_documents.put(
+        (feed.slug, 0), FrozenPage(body, headers["ETag"], 0, headers["Link"])
+    )
+    return body
 
 
 def subscription_etag(feed: Feed) -> str:

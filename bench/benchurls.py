@@ -20,7 +20,8 @@ from django.utils.feedgenerator import Atom1Feed
 from archives.models import Entry, Feed
 from feedpub.urls import urlpatterns as feedpub_urlpatterns
 
-CONSTANT_FILE = Path(os.environ.get("BENCH_CONSTANT_FILE", Path(__file__).parent / ".work" / "page.xml"))
+DEFAULT_FILE = Path(__file__).parent / ".work" / "static" / "page.xml"
+CONSTANT_FILE = Path(os.environ.get("BENCH_CONSTANT_FILE", DEFAULT_FILE))
 CONSTANT_BODY = CONSTANT_FILE.read_bytes() if CONSTANT_FILE.exists() else b"x" * 20_000
 
 

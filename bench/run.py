@@ -488,7 +488,7 @@ def report(reads: list[Read], writes: dict, options) -> None:
     for target in targets:
         comparison = "<=" if target.unit == "MB" else ">="
         value = (f"{target.value:.2f} x" if target.unit == "x"
-                 else f"{target.value:,.0f} {target.unit.strip('/')}".rstrip())
+                 else f"{target.value:,.0f} {target.unit}".replace(" /s", "/s"))
         lines.append(f"| {target.what} | {value} | {comparison} {target.goal:,} "
                      f"{target.unit} | {'yes' if target.met else '**NO**'} |")
     table = "\n".join(lines)

@@ -49,6 +49,19 @@ if not SECRET_KEY:
     SECRET_KEY = "insecure-development-key-only-for-DEBUG"  # noqa: S105
 ALLOWED_HOSTS = [h for h in (env("ALLOWED_HOSTS", "127.0.0.1,localhost") or "").split(",") if h]
 
+# HTTPS hardening, on by default once DEBUG is off (`manage.py check --deploy` is clean).
+# TLS ends at the proxy in front (nginx, a load balancer, a CDN), which says so in
+# X-Forwarded-Proto; deploy/nginx/feedpub.conf.template sets it. /healthz stays reachable over
+# plain HTTP for container health checks.
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", str(not DEBUG))
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", "0" if DEBUG else "31536000")
+SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("SECURE_HSTS_INCLUDE_SUBDOMAINS", str(not DEBUG))
+SECURE_HSTS_PRELOAD = envbool("SECURE_HSTS_PRELOAD", str(not DEBUG))
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = envbool("SECURE_COOKIES", str(not DEBUG))
+CSRF_TRUSTED_ORIGINS = [o for o in (env("CSRF_TRUSTED_ORIGINS", "") or "").split(",") if o]
+
 # Every URL inside a document is absolute and built from this one setting, so that a
 # frozen archive page never depends on the Host of the request that happened to seal it.
 FEEDPUB_BASE_URL = (env("FEEDPUB_BASE_URL", "http://127.0.0.1:8000") or "").rstrip("/")
@@ -178,7 +191,8 @@ STATIC_ROOT = BASE_DIR / "staticfiles"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    # stdout, one line per message: what container log collectors read.
+    "handlers": {"console": {"class": "logging.StreamHandler", "stream": "ext://sys.stdout"}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "INFO")},
     # Django's own console handler would print every message a second time.
     "loggers": {"django": {"handlers": [], "propagate": True}},
