@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Hashable
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -16,13 +17,13 @@ from django.conf import settings
 
 @dataclass(frozen=True)
 class FrozenPage:
-    """What answering for an archive page needs. `body` is None for the newest page, which
-    may still gain its next-archive link: it is read from the database when sent."""
+    """What answering for an archive page needs, read together so that it agrees."""
 
-    body: bytes | None
+    body: bytes
     etag: str
     last_modified: int  # seconds since the epoch, for Last-Modified
     link_header: str
+    final: bool = False  # it has its next-archive link: these bytes never change again
 
 
 class PageCache:
@@ -30,18 +31,18 @@ class PageCache:
 
     def __init__(self, max_bytes: int):
         self.max_bytes = max_bytes
-        self._pages: OrderedDict[tuple[str, int], FrozenPage] = OrderedDict()
+        self._pages: OrderedDict[Hashable, FrozenPage] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
 
-    def get(self, key: tuple[str, int]) -> FrozenPage | None:
+    def get(self, key: Hashable) -> FrozenPage | None:
         with self._lock:
             page = self._pages.get(key)
             if page is not None:
                 self._pages.move_to_end(key)
             return page
 
-    def put(self, key: tuple[str, int], page: FrozenPage) -> None:
+    def put(self, key: Hashable, page: FrozenPage) -> None:
         if len(page.body) > self.max_bytes:
             return
         with self._lock:
@@ -61,7 +62,7 @@ class PageCache:
 
 
 frozen_pages = PageCache(settings.FEEDPUB_PAGE_CACHE_BYTES)
-# The newest rendering of each feed's subscription document, keyed by (slug, 0) and
+# The newest rendering of each feed's subscription document, keyed by slug and
 # trusted only while its ETag is the feed's current one (the ETag follows from every
 # column the document depends on), so repeated polls between two writes render nothing.
 subscription_documents = PageCache(max(settings.FEEDPUB_PAGE_CACHE_BYTES // 8, 1))

@@ -135,6 +135,7 @@ def _write(
     BatchError naming the `invalid` ones and every delete of an unknown key."""
     with transaction.atomic():
         locked = Feed.objects.select_for_update().get(pk=feed.pk)
+        full_before = locked.full_pages
         changes = _Changes(locked)
         results = changes.apply(operations, if_match=if_match)
         if invalid or changes.missing:
@@ -143,7 +144,10 @@ def _write(
             last_seq=locked.last_seq, last_updated=locked.last_updated
         )
         if locked.full_pages > locked.sealed_pages and settings.FEEDPUB_SEAL_ON_WRITE:
-            transaction.on_commit(partial(_seal_after_commit, locked.pk))
+            # The pages this write filled, and one more of any backlog: a write's own
+            # sealing cost follows its size, and a sealer outage drains step by step.
+            filled = locked.full_pages - full_before
+            transaction.on_commit(partial(_seal_after_commit, locked.pk, filled + 1))
     # Let the caller's instance see the counters it just advanced.
     feed.last_seq, feed.last_updated = locked.last_seq, locked.last_updated
     return results
@@ -250,13 +254,13 @@ def _same_content(record: Record, data: RecordData) -> bool:
     )
 
 
-def _seal_after_commit(feed_id: int) -> None:
+def _seal_after_commit(feed_id: int, max_pages: int) -> None:
     # The write has committed; a failure here must not turn it into an error for the
     # producer. The next write or the `seal_archives` job seals what is left.
     from .sealing import seal_feed
 
     try:
-        seal_feed(Feed.objects.get(pk=feed_id))
+        seal_feed(Feed.objects.get(pk=feed_id), max_pages=max_pages)
     except Exception:
         logger.exception("sealing feed %s after a write failed; seal_archives will retry",
                          feed_id)

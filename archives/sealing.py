@@ -31,10 +31,16 @@ class SealedPage:
 
 
 def seal_all(*, dry_run: bool = False) -> list[SealedPage]:
-    """Seal every full page of every feed."""
+    """Seal every full page of every feed. A feed that fails (deleted meanwhile, say) is
+    logged and skipped, so that one feed never stops the sealing of the others."""
     sealed = []
     for feed in Feed.objects.all():
-        sealed += seal_feed(feed, dry_run=dry_run)
+        try:
+            sealed += seal_feed(feed, dry_run=dry_run)
+        except Feed.DoesNotExist:
+            logger.info("feed %s was deleted while sealing", feed.slug)
+        except Exception:
+            logger.exception("sealing feed %s failed; the next pass tries again", feed.slug)
     return sealed
 
 
@@ -45,23 +51,30 @@ ENTRIES_PER_READ = 1000
 PAGES_PER_PASS = 100
 
 
-def seal_feed(feed: Feed, *, dry_run: bool = False) -> list[SealedPage]:
-    """Seal the full pages of one feed, oldest first; returns what it sealed."""
+def seal_feed(
+    feed: Feed, *, dry_run: bool = False, max_pages: int | None = None
+) -> list[SealedPage]:
+    """Seal the full pages of one feed (at most `max_pages`), oldest first; returns what
+    it sealed."""
     sealed: list[SealedPage] = []
     previous = None  # (number, body) of the page this call sealed last
-    while True:
+    while max_pages is None or len(sealed) < max_pages:
         feed.refresh_from_db(fields=["last_seq", "sealed_pages", "page_size", "title",
                                      "subtitle", "author", "slug"])
         if feed.full_pages <= feed.sealed_pages:
-            return sealed
+            break
         number = feed.sealed_pages + 1
+        last_full = feed.full_pages
+        if max_pages is not None:
+            last_full = min(last_full, number + max_pages - len(sealed) - 1)
         if dry_run:
             sealed += [SealedPage(feed.slug, n, (n - 1) * feed.page_size + 1, n * feed.page_size)
-                       for n in range(number, feed.full_pages + 1)]
-            return sealed
-        stop = min(feed.full_pages, number + PAGES_PER_PASS - 1)
+                       for n in range(number, last_full + 1)]
+            break
+        stop = min(last_full, number + PAGES_PER_PASS - 1)
         previous = _seal_pages(feed, number, stop, sealed, previous)
         # None: another sealer took a page; go on from where it left the feed
+    return sealed
 
 
 def _seal_pages(feed: Feed, number: int, stop: int, sealed: list[SealedPage], previous):
@@ -90,8 +103,10 @@ def _seal_page(feed: Feed, number: int, rows: list[atom.EntryRow], previous) -> 
         raise RuntimeError(f"feed {feed.slug}: entries {first}..{last} are not all present")
     body = atom.render_archive(feed, number, rows)
     with transaction.atomic():
+        # The page was rendered with this slug and page size: claim it only if neither
+        # changed meanwhile (a rename is allowed until the first page is sealed).
         claimed = Feed.objects.filter(
-            pk=feed.pk, sealed_pages=number - 1, page_size=feed.page_size
+            pk=feed.pk, sealed_pages=number - 1, page_size=feed.page_size, slug=feed.slug
         ).update(sealed_pages=number)
         if not claimed:
             return None

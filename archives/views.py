@@ -43,28 +43,26 @@ def index(request: HttpRequest) -> HttpResponse:
 @require_safe
 def subscription(request: HttpRequest, slug: str) -> HttpResponse:
     feed = get_object_or_404(Feed, slug=slug)
-    last_modified = int(feed.modified.timestamp())
     headers = {
         "ETag": subscription_etag(feed),
-        "Last-Modified": http_date(last_modified),
+        "Last-Modified": http_date(feed.modified.timestamp()),
         "Cache-Control": revalidate(),
         "Link": atom.link_header(atom.subscription_links(feed)),
     }
-    not_modified = _not_modified(request, headers, last_modified)
+    not_modified = _not_modified(request, headers)
     if not_modified or request.method == "HEAD":
         return not_modified or _head(headers)
     return _document(request, _subscription_body(feed, headers), headers)
 
 
 def _subscription_body(feed: Feed, headers: dict[str, str]) -> bytes:
-    cached = subscription_documents.get((feed.slug, 0))
+    cached = subscription_documents.get(feed.slug)
     if cached is not None and cached.etag == headers["ETag"]:
         return cached.body
     rows = atom.entry_rows(feed, feed.sealed_seq + 1, feed.last_seq, newest_first=True)
     body = atom.render_subscription(feed, rows)
-    subscription_documents.put(
-        (feed.slug, 0), FrozenPage(body, headers["ETag"], 0, headers["Link"])
-    )
+    subscription_documents.put(feed.slug, FrozenPage(
+        body, headers["ETag"], int(feed.modified.timestamp()), headers["Link"]))
     return body
 
 
@@ -83,37 +81,28 @@ def archive(request: HttpRequest, slug: str, number: int) -> HttpResponse:
     headers = {
         "ETag": page.etag,
         "Last-Modified": http_date(page.last_modified),
-        "Cache-Control": IMMUTABLE if page.body is not None else revalidate(),
+        "Cache-Control": IMMUTABLE if page.final else revalidate(),
         "Link": page.link_header,
     }
-    not_modified = _not_modified(request, headers, page.last_modified)
-    if not_modified:
-        return not_modified
-    body = page.body if page.body is not None else _page_body(slug, number)
-    return _document(request, body, headers)
+    not_modified = _not_modified(request, headers)
+    return not_modified or _document(request, page.body, headers)
 
 
 def _load_page(slug: str, number: int) -> FrozenPage:
-    """The page's validators from the database (no body, unless the page is final and is
-    worth caching); a page without its next-archive link yet is read again each time."""
+    """A page from the database, read in one query so that its body, ETag and links
+    agree; a final page (it has its next-archive link) is kept in memory from then on."""
     try:
-        etag, has_next, last_updated = (
+        body, etag, has_next, last_updated = (
             ArchivePage.objects.filter(feed__slug=slug, number=number)
-            .values_list("etag", "has_next", "last_updated").get()
+            .values_list("body", "etag", "has_next", "last_updated").get()
         )
     except ArchivePage.DoesNotExist:
         raise Http404(f"Feed {slug!r} has no archive page {number}") from None
     links = atom.link_header(atom.archive_links(slug, number, has_next=has_next))
-    if not has_next:
-        return FrozenPage(None, etag, int(last_updated.timestamp()), links)
-    page = FrozenPage(_page_body(slug, number), etag, int(last_updated.timestamp()), links)
-    frozen_pages.put((slug, number), page)
+    page = FrozenPage(bytes(body), etag, int(last_updated.timestamp()), links, final=has_next)
+    if page.final:
+        frozen_pages.put((slug, number), page)
     return page
-
-
-def _page_body(slug: str, number: int) -> bytes:
-    body = ArchivePage.objects.values_list("body", flat=True).get(feed__slug=slug, number=number)
-    return bytes(body)
 
 
 @require_safe
@@ -143,16 +132,15 @@ def record(request: HttpRequest, slug: str, key: str) -> HttpResponse:
     if request.GET.get("format") == "json":
         wants = "application/json"
     etag = record_etag(record)
-    last_modified = int(record.updated.timestamp())
     headers = {
         # One ETag per representation: the Atom and the JSON bodies differ.
         "ETag": etag[:-1] + ("-json" if wants == "application/json" else "") + '"',
-        "Last-Modified": http_date(last_modified),
+        "Last-Modified": http_date(record.updated.timestamp()),
         "Cache-Control": revalidate(),
         "Link": atom.link_header([("self", atom.record_url(slug, key)),
                                   ("up", atom.subscription_url(slug))]),
     }
-    not_modified = _not_modified(request, headers, last_modified)
+    not_modified = _not_modified(request, headers)
     if not_modified:
         response = not_modified
     elif wants == "application/json":
@@ -165,9 +153,16 @@ def record(request: HttpRequest, slug: str, key: str) -> HttpResponse:
     return response
 
 
-def _not_modified(request: HttpRequest, headers: dict[str, str], last_modified: int):
-    """A 304 carrying `headers` when the client's validators still match, else None."""
-    response = get_conditional_response(request, etag=headers["ETag"], last_modified=last_modified)
+def _not_modified(request: HttpRequest, headers: dict[str, str]) -> HttpResponse | None:
+    """A 304 carrying `headers` when the client's ETag still matches, else None.
+
+    If-Modified-Since is not honoured: Last-Modified is the newest entry's time, as the
+    linked-page rules require, not the time the bytes last changed. A seal, a retitle or
+    a page's next-archive link change a document without moving that date, and a
+    one-second date cannot tell two writes in one second apart; a 304 on it would leave a
+    client with stale bytes (or mark them immutable). Every document has an ETag.
+    """
+    response = get_conditional_response(request, etag=headers["ETag"])
     if response is not None:
         for name, value in headers.items():
             response[name] = value

@@ -10,7 +10,7 @@ from archives import publishing
 from archives.models import ArchivePage, Entry, Feed
 from archives.sealing import seal_all, seal_feed
 
-from .factories import record_data
+from .factories import FeedFactory, record_data
 from .walking import NS
 
 
@@ -160,3 +160,64 @@ def test_the_command_seals_and_reports(feed):
 def test_the_command_refuses_an_unknown_feed(db):
     with pytest.raises(CommandError, match="No feed 'nope'"):
         call_command("seal_archives", "--feed", "nope", stdout=StringIO())
+
+
+def test_a_rename_while_a_page_is_rendered_makes_the_sealer_give_up_that_render(
+        feed, monkeypatch):
+    write(feed, 3)
+    from archives import atom
+
+    real_render = atom.render_archive
+
+    def render_then_rename(*args, **kwargs):
+        body = real_render(*args, **kwargs)
+        publishing.update_feed(feed=Feed.objects.get(pk=feed.pk), slug="renamed")
+        return body
+
+    monkeypatch.setattr(atom, "render_archive", render_then_rename)
+    seal_feed(feed)
+    monkeypatch.undo()
+
+    page = ArchivePage.objects.get()
+    links = {link.get("rel"): link.get("href")
+             for link in etree.fromstring(bytes(page.body)).findall("a:link", NS)}
+    assert links["self"] == "http://127.0.0.1:8000/feeds/renamed/archives/1/"
+
+
+def test_seal_all_goes_on_past_a_feed_that_fails(feed, monkeypatch):
+    other = FeedFactory(slug="films")
+    write(feed, 3)
+    for n in range(3):
+        publishing.put_record(feed=other, key=f"f{n}", data=record_data(n))
+    from archives import sealing
+
+    real_seal_feed = sealing.seal_feed
+
+    def fail_for_books(target, **kwargs):
+        if target.slug == "books":
+            raise RuntimeError("disk full")
+        return real_seal_feed(target, **kwargs)
+
+    monkeypatch.setattr(sealing, "seal_feed", fail_for_books)
+    sealed = seal_all()
+    assert [(p.feed, p.number) for p in sealed] == [("films", 1)]
+
+
+def test_max_pages_bounds_one_call(feed):
+    write(feed, 10)
+    assert [p.number for p in seal_feed(feed, max_pages=2)] == [1, 2]
+    assert [p.number for p in seal_feed(feed, dry_run=True, max_pages=5)] == [3]
+    assert [p.number for p in seal_feed(feed)] == [3]
+
+
+def test_a_write_seals_the_pages_it_filled_and_one_more_of_a_backlog(
+        feed, settings, django_capture_on_commit_callbacks):
+    settings.FEEDPUB_SEAL_ON_WRITE = False
+    write(feed, 9)  # a backlog of three full pages, as if no sealer had run
+    settings.FEEDPUB_SEAL_ON_WRITE = True
+
+    with django_capture_on_commit_callbacks(execute=True):
+        publishing.apply_batch(feed=feed, operations=[
+            {"op": "put", "key": f"b{n}", "record": record_data(n)} for n in range(3)])
+    # this write filled page 4; it seals 2 pages: pages 1 and 2 of the backlog, in order
+    assert list(feed.pages.values_list("number", flat=True)) == [1, 2]
