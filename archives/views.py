@@ -42,7 +42,7 @@ def index(request: HttpRequest) -> HttpResponse:
 
 @require_safe
 def subscription(request: HttpRequest, slug: str) -> HttpResponse:
-    feed = get_object_or_404(Feed, slug=slug)
+    feed = _feed_or_404(slug)
     headers = {
         "ETag": subscription_etag(feed),
         "Last-Modified": http_date(feed.modified.timestamp()),
@@ -64,6 +64,13 @@ def _subscription_body(feed: Feed, headers: dict[str, str]) -> bytes:
     subscription_documents.put(feed.slug, FrozenPage(
         body, headers["ETag"], int(feed.modified.timestamp()), headers["Link"]))
     return body
+
+
+def _feed_or_404(slug: str) -> Feed:
+    try:
+        return Feed.objects.get_by_slug(slug)
+    except Feed.DoesNotExist:
+        raise Http404(f"No feed {slug!r}") from None
 
 
 def subscription_etag(feed: Feed) -> str:
@@ -112,7 +119,7 @@ def archive_by_date(request: HttpRequest, slug: str, year: str, month: str, day:
         instant = datetime(int(year), int(month), int(day or 1), tzinfo=UTC)
     except ValueError:
         raise Http404(f"{year}-{month}-{day} is not a date") from None
-    feed = get_object_or_404(Feed, slug=slug)
+    feed = _feed_or_404(slug)
     number = (
         feed.pages.filter(last_updated__gte=instant)
         .order_by("number").values_list("number", flat=True).first()

@@ -126,7 +126,10 @@ DATABASES = {
     "default": dj_database_url.parse(
         env("DATABASE_URL") or f"sqlite:///{BASE_DIR / 'db.sqlite3'}",
         conn_max_age=envint("CONN_MAX_AGE", "600"),
-        conn_health_checks=True,
+        # Off by default (Django's default): the check is one more round trip on every
+        # request, which doubled the cost of a subscription poll; a connection that died
+        # (database restart) fails one request and is then replaced.
+        conn_health_checks=envbool("CONN_HEALTH_CHECKS", "false"),
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
