@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
+from typing import NamedTuple
 
 from django.conf import settings
 from django.urls import reverse
@@ -28,9 +28,9 @@ NSMAP = {None: ATOM_NS, "fh": FH_NS}
 GENERATOR = "feedpub"
 
 
-@dataclass(frozen=True)
-class EntryRow:
-    """The columns of one Entry (and its record's key) that a document shows."""
+class EntryRow(NamedTuple):
+    """The columns of one Entry (and its record's key) that a document shows. A tuple:
+    sealing makes a million of them."""
 
     seq: int
     kind: str
@@ -40,7 +40,8 @@ class EntryRow:
     links: list
     key: str
 
-    COLUMNS = ("seq", "kind", "updated", "title", "summary", "links", "record__key")
+
+ENTRY_ROW_COLUMNS = ("seq", "kind", "updated", "title", "summary", "links", "record__key")
 
 
 def entry_rows(feed: Feed, first_seq: int, last_seq: int | None = None, *, newest_first=False):
@@ -48,8 +49,8 @@ def entry_rows(feed: Feed, first_seq: int, last_seq: int | None = None, *, newes
     rows = Entry.objects.filter(feed=feed, seq__gte=first_seq)
     if last_seq is not None:
         rows = rows.filter(seq__lte=last_seq)
-    rows = rows.order_by("-seq" if newest_first else "seq").values_list(*EntryRow.COLUMNS)
-    return [EntryRow(*row) for row in rows]
+    rows = rows.order_by("-seq" if newest_first else "seq").values_list(*ENTRY_ROW_COLUMNS)
+    return [EntryRow._make(row) for row in rows]
 
 
 # URLs ---------------------------------------------------------------------------------
@@ -110,10 +111,14 @@ def render_subscription(feed: Feed, rows: list[EntryRow]) -> bytes:
     return _serialize(root)
 
 
-def render_archive(feed: Feed, number: int, rows: list[EntryRow]) -> bytes:
-    """Archive page `number` as sealed: rows oldest first; no next-archive link yet."""
+def render_archive(feed: Feed, number: int, rows: list[EntryRow], *, has_next=False) -> bytes:
+    """Archive page `number`, rows oldest first. With `has_next` (page number + 1 is sealed
+    in the same transaction) its next-archive link is there from the start, byte for byte
+    where add_next_archive would have put it."""
     root = _feed_head(feed, rows[-1].updated, archive_links(feed.slug, number, has_next=False))
     etree.SubElement(root, f"{{{FH_NS}}}archive")
+    if has_next:
+        _insert_next_archive(root, archive_url(feed.slug, number + 1))
     _add_entries(root, feed, list(reversed(rows)))
     return _serialize(root)
 
@@ -123,9 +128,13 @@ def add_next_archive(body: bytes, href: str) -> bytes:
     root = etree.fromstring(body)
     if root.find(f"{A}link[@rel='next-archive']") is not None:
         return body
-    link = etree.Element(f"{A}link", rel="next-archive", href=href)
-    root.find(f"{{{FH_NS}}}archive").addprevious(link)
+    _insert_next_archive(root, href)
     return _serialize(root)
+
+
+def _insert_next_archive(root: etree._Element, href: str) -> None:
+    root.find(f"{{{FH_NS}}}archive").addprevious(
+        etree.Element(f"{A}link", rel="next-archive", href=href))
 
 
 def render_record(record: Record) -> bytes:
@@ -161,23 +170,29 @@ def _feed_head(feed: Feed, updated: datetime, links: list[tuple[str, str]]) -> e
     return root
 
 
+ENTRY, ID, TITLE, UPDATED, SUMMARY, CONTENT, LINK = (
+    f"{A}{name}" for name in ("entry", "id", "title", "updated", "summary", "content", "link"))
+TEXT_TYPE = {"type": "text"}
+
+
 def _add_entries(root: etree._Element, feed: Feed, rows: list[EntryRow]) -> None:
+    # The hot loop of sealing (a million entries is a million passes): element names
+    # and attributes are built once, and nothing is looked up twice.
     base_record_url = record_url(feed.slug, "KEY").removesuffix("KEY")
+    sub_element = etree.SubElement
     for row in rows:
-        entry = etree.SubElement(root, f"{A}entry")
-        _text(entry, "id", record_atom_id(feed.uuid, row.key))
-        _text(entry, "title", row.title, type="text")
-        _text(entry, "updated", rfc3339(row.updated))
+        entry = sub_element(root, ENTRY)
+        sub_element(entry, ID).text = record_atom_id(feed.uuid, row.key)
+        sub_element(entry, TITLE, TEXT_TYPE).text = row.title
+        sub_element(entry, UPDATED).text = rfc3339(row.updated)
         if row.kind == Entry.Kind.DELETE:
             # Atom-PMH deletion entry: no alternate link, an empty content element.
-            etree.SubElement(entry, f"{A}content")
+            sub_element(entry, CONTENT)
             continue
         if row.summary:
-            _text(entry, "summary", row.summary, type="text")
-        etree.SubElement(
-            entry, f"{A}link", rel="alternate", type=RECORD_ENTRY_TYPE,
-            href=base_record_url + row.key,
-        )
+            sub_element(entry, SUMMARY, TEXT_TYPE).text = row.summary
+        sub_element(entry, LINK, rel="alternate", type=RECORD_ENTRY_TYPE,
+                    href=base_record_url + row.key)
         _producer_links(entry, row.links)
 
 
@@ -188,7 +203,7 @@ def _producer_links(parent: etree._Element, links: list[dict]) -> None:
             attributes["type"] = link["type"]
         if link.get("title"):
             attributes["title"] = link["title"]
-        etree.SubElement(parent, f"{A}link", attributes)
+        etree.SubElement(parent, LINK, attributes)
 
 
 def _text(parent: etree._Element, name: str, text: str, **attributes: str) -> None:

@@ -6,6 +6,7 @@ Rows here are written only by `archives.publishing` (feeds, records, entries) an
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from datetime import UTC, datetime
 
@@ -100,7 +101,9 @@ class Feed(models.Model):
 
 
 class Record(models.Model):
-    feed = models.ForeignKey(Feed, on_delete=models.PROTECT, related_name="records")
+    # No index of its own: the (feed, key) constraint's index serves every lookup by feed.
+    feed = models.ForeignKey(Feed, on_delete=models.PROTECT, related_name="records",
+                             db_index=False)
     key = models.CharField(max_length=200)
     title = models.CharField(max_length=1000)
     summary = models.TextField(blank=True)
@@ -155,12 +158,20 @@ class Record(models.Model):
 
 def rfc3339(moment: datetime) -> str:
     """The one timestamp format of documents and API: RFC 3339, UTC, with microseconds."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return moment.astimezone(UTC).isoformat(timespec="microseconds").removesuffix("+00:00") + "Z"
 
 
 def record_atom_id(feed_uuid: uuid.UUID, key: str) -> str:
-    """A record's atom:id: stable, host-independent, and unique across feeds."""
-    return uuid.uuid5(feed_uuid, key).urn
+    """A record's atom:id: stable, host-independent, and unique across feeds.
+
+    It is `uuid.uuid5(feed_uuid, key).urn`, computed without building a UUID object,
+    which took two thirds of the time: sealing computes one for every entry.
+    """
+    digest = bytearray(hashlib.sha1(feed_uuid.bytes + key.encode()).digest()[:16])  # noqa: S324
+    digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
+    digest[8] = (digest[8] & 0x3F) | 0x80  # RFC 4122 variant
+    h = digest.hex()
+    return f"urn:uuid:{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 class Entry(models.Model):
@@ -171,8 +182,11 @@ class Entry(models.Model):
         UPDATE = "update"
         DELETE = "delete"
 
-    feed = models.ForeignKey(Feed, on_delete=models.PROTECT, related_name="entries")
+    # No index of its own: the (feed, seq) constraint's index serves every lookup by feed.
+    feed = models.ForeignKey(Feed, on_delete=models.PROTECT, related_name="entries",
+                             db_index=False)
     seq = models.BigIntegerField()
+    # Indexed (the FK default): serves the PROTECT check when records are deleted.
     record = models.ForeignKey(Record, on_delete=models.PROTECT, related_name="entries")
     kind = models.CharField(max_length=6, choices=Kind.choices)
     updated = models.DateTimeField()
@@ -200,7 +214,9 @@ class Entry(models.Model):
 class ArchivePage(models.Model):
     """A sealed page: entries first_seq..last_seq, frozen as the bytes served for it."""
 
-    feed = models.ForeignKey(Feed, on_delete=models.PROTECT, related_name="pages")
+    # No index of its own: the (feed, number) constraint's index serves every lookup by feed.
+    feed = models.ForeignKey(Feed, on_delete=models.PROTECT, related_name="pages",
+                             db_index=False)
     number = models.PositiveIntegerField()
     first_seq = models.BigIntegerField()
     last_seq = models.BigIntegerField()

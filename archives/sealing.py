@@ -1,11 +1,14 @@
 """Sealing: freezing each full run of `page_size` entries into an archive page.
 
-Page n holds entries (n-1)*page_size+1 .. n*page_size. A sealer renders the page
-outside any lock (entries at or below the feed's committed last_seq never change), then
-claims it with a conditional update of the feed's `sealed_pages` in a short transaction
-that also stores the page and adds next-archive to page n-1. Two sealers racing for the
-same page: one update matches, the other matches nothing and rolls back. A sealer killed
-anywhere leaves either the whole page and its link, or nothing.
+Page n holds entries (n-1)*page_size+1 .. n*page_size. A sealer reads and renders a run
+of full pages outside any transaction (entries at or below the feed's committed last_seq
+never change), then stores them in one short transaction: insert the pages, add
+next-archive to the page before them, and last of all claim them with a conditional
+update of the feed's `sealed_pages`. The claim comes last so that the feed row, which
+every writer locks, is held only from that update to the commit. Two sealers racing for
+the same pages: the unique (feed, number) index makes the second wait and fail, or its
+claim matches nothing; either way it rolls back. A sealer killed anywhere leaves either
+the whole run and its link, or nothing.
 """
 
 from __future__ import annotations
@@ -14,12 +17,17 @@ import hashlib
 import logging
 from dataclasses import dataclass
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from . import atom
 from .models import ArchivePage, Feed
 
 logger = logging.getLogger(__name__)
+
+# A run is at most this many pages (sealed in one transaction) and, for large pages, at
+# most ENTRIES_PER_RUN entries (read in one query), so memory stays bounded at any size.
+PAGES_PER_RUN = 10
+ENTRIES_PER_RUN = 1000
 
 
 @dataclass(frozen=True)
@@ -28,6 +36,10 @@ class SealedPage:
     number: int
     first_seq: int
     last_seq: int
+
+
+class _LostRace(Exception):
+    """Another sealer stored these pages first."""
 
 
 def seal_all(*, dry_run: bool = False) -> list[SealedPage]:
@@ -44,87 +56,79 @@ def seal_all(*, dry_run: bool = False) -> list[SealedPage]:
     return sealed
 
 
-# Entries read from the database in one query (whole pages of them, at least one page):
-# fewer round trips than a query per page, and bounded memory whatever the feed's size.
-ENTRIES_PER_READ = 1000
-# Pages sealed in one pass before the feed row is read again (it may have a new title).
-PAGES_PER_PASS = 100
-
-
 def seal_feed(
     feed: Feed, *, dry_run: bool = False, max_pages: int | None = None
 ) -> list[SealedPage]:
     """Seal the full pages of one feed (at most `max_pages`), oldest first; returns what
     it sealed."""
     sealed: list[SealedPage] = []
-    previous = None  # (number, body) of the page this call sealed last
+    previous = None  # (number, body) of the last page this call stored
     while max_pages is None or len(sealed) < max_pages:
         feed.refresh_from_db(fields=["last_seq", "sealed_pages", "page_size", "title",
                                      "subtitle", "author", "slug"])
-        if feed.full_pages <= feed.sealed_pages:
-            break
-        number = feed.sealed_pages + 1
-        last_full = feed.full_pages
+        first, last = feed.sealed_pages + 1, feed.full_pages
         if max_pages is not None:
-            last_full = min(last_full, number + max_pages - len(sealed) - 1)
-        if dry_run:
-            sealed += [SealedPage(feed.slug, n, (n - 1) * feed.page_size + 1, n * feed.page_size)
-                       for n in range(number, last_full + 1)]
+            last = min(last, first + max_pages - len(sealed) - 1)
+        if last < first:
             break
-        stop = min(last_full, number + PAGES_PER_PASS - 1)
-        previous = _seal_pages(feed, number, stop, sealed, previous)
-        # None: another sealer took a page; go on from where it left the feed
+        if dry_run:
+            sealed += [_sealed_page(feed, n) for n in range(first, last + 1)]
+            break
+        last = min(last, first + max(1, min(PAGES_PER_RUN, ENTRIES_PER_RUN // feed.page_size)) - 1)
+        try:
+            bodies = _seal_run(feed, first, last, previous)
+        except _LostRace:
+            previous = None  # go on from where the other sealer left the feed
+            continue
+        sealed += [_sealed_page(feed, n) for n in range(first, last + 1)]
+        previous = (last, bodies[-1])
     return sealed
 
 
-def _seal_pages(feed: Feed, number: int, stop: int, sealed: list[SealedPage], previous):
-    """Seal pages number..stop in order; returns the last (number, body) sealed, or None
-    as soon as another sealer has taken a page."""
+def _sealed_page(feed: Feed, number: int) -> SealedPage:
+    return SealedPage(feed.slug, number, (number - 1) * feed.page_size + 1,
+                      number * feed.page_size)
+
+
+def _seal_run(feed: Feed, first: int, last: int, previous) -> list[bytes]:
+    """Render and store pages first..last; their bodies. `previous` is the (number, body)
+    this sealer stored last, which saves reading page first-1 back when it is that page."""
     size = feed.page_size
-    pages_per_read = max(1, ENTRIES_PER_READ // size)
-    for start in range(number, stop + 1, pages_per_read):
-        end = min(stop, start + pages_per_read - 1)
-        rows = atom.entry_rows(feed, (start - 1) * size + 1, end * size)
-        for n in range(start, end + 1):
-            body = _seal_page(feed, n, rows[(n - start) * size:(n - start + 1) * size], previous)
-            if body is None:
-                return None
-            sealed.append(SealedPage(feed.slug, n, (n - 1) * size + 1, n * size))
-            previous = (n, body)
-    return previous
-
-
-def _seal_page(feed: Feed, number: int, rows: list[atom.EntryRow], previous) -> bytes | None:
-    """Seal page `number` from its rows; its bytes, or None if another sealer claimed it.
-    `previous` is the (number, body) this sealer stored last, which saves reading page
-    n-1 back when it is that page."""
-    first, last = (number - 1) * feed.page_size + 1, number * feed.page_size
-    if len(rows) != last - first + 1 or rows[0].seq != first or rows[-1].seq != last:
-        raise RuntimeError(f"feed {feed.slug}: entries {first}..{last} are not all present")
-    body = atom.render_archive(feed, number, rows)
-    with transaction.atomic():
-        # The page was rendered with this slug and page size: claim it only if neither
-        # changed meanwhile (a rename is allowed until the first page is sealed).
-        claimed = Feed.objects.filter(
-            pk=feed.pk, sealed_pages=number - 1, page_size=feed.page_size, slug=feed.slug
-        ).update(sealed_pages=number)
-        if not claimed:
-            return None
-        ArchivePage.objects.create(
-            feed=feed, number=number, first_seq=first, last_seq=last,
-            first_updated=rows[0].updated, last_updated=rows[-1].updated,
-            body=body, etag=page_etag(body),
-        )
-        if number > 1:
-            known = previous[1] if previous and previous[0] == number - 1 else None
-            _link_previous_page(feed, number - 1, known)
-    logger.info("sealed %s page %s (entries %s..%s)", feed.slug, number, first, last)
-    return body
+    rows = atom.entry_rows(feed, (first - 1) * size + 1, last * size)
+    if len(rows) != (last - first + 1) * size or rows[-1].seq != last * size:
+        raise RuntimeError(f"feed {feed.slug}: entries of pages {first}..{last} are missing")
+    pages = []
+    for number in range(first, last + 1):
+        page_rows = rows[(number - first) * size:(number - first + 1) * size]
+        body = atom.render_archive(feed, number, page_rows, has_next=number < last)
+        pages.append(ArchivePage(
+            feed=feed, number=number, first_seq=page_rows[0].seq, last_seq=page_rows[-1].seq,
+            first_updated=page_rows[0].updated, last_updated=page_rows[-1].updated,
+            body=body, etag=page_etag(body), has_next=number < last,
+        ))
+    try:
+        with transaction.atomic():
+            ArchivePage.objects.bulk_create(pages)
+            if first > 1:
+                known = previous[1] if previous and previous[0] == first - 1 else None
+                _link_previous_page(feed, first - 1, known)
+            # The pages were rendered with this slug and page size: claim them only if
+            # neither changed meanwhile (a rename is allowed until a page is sealed).
+            claimed = Feed.objects.filter(
+                pk=feed.pk, sealed_pages=first - 1, page_size=size, slug=feed.slug
+            ).update(sealed_pages=last)
+            if not claimed:
+                raise _LostRace
+    except IntegrityError:  # another sealer committed these page numbers first
+        raise _LostRace from None
+    logger.info("sealed %s pages %s..%s (entries %s..%s)", feed.slug, first, last,
+                (first - 1) * size + 1, last * size)
+    return [page.body for page in pages]
 
 
 def _link_previous_page(feed: Feed, number: int, body: bytes | None) -> None:
-    """Add next-archive to page `number`. Only the sealer that claimed page number + 1 (in
-    this transaction) may change it, so bytes this sealer stored for it are still current."""
+    """Add next-archive to page `number`. Only the transaction that stores page
+    number + 1 changes it, so bytes this sealer stored for it are still current."""
     if body is None:
         body = bytes(
             ArchivePage.objects.select_for_update()

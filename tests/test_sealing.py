@@ -115,14 +115,16 @@ def test_a_sealer_that_lost_the_race_stores_nothing(feed, monkeypatch):
 
 
 def test_a_sealer_killed_half_way_leaves_nothing_half_sealed(feed, monkeypatch):
-    write(feed, 6)
+    write(feed, 3)
+    seal_feed(feed)
+    write(feed, 6, start=3)
     from archives import sealing
 
     def crash(*args, **kwargs):
         raise RuntimeError("killed")
 
+    # Pages 2 and 3 are stored in one transaction, which dies while linking page 1.
     monkeypatch.setattr(sealing, "_link_previous_page", crash)
-    # Page 1 seals (it links to nothing); page 2 crashes while linking page 1.
     with pytest.raises(RuntimeError):
         seal_feed(feed)
     assert list(feed.pages.values_list("number", "has_next")) == [(1, False)]
@@ -130,7 +132,19 @@ def test_a_sealer_killed_half_way_leaves_nothing_half_sealed(feed, monkeypatch):
 
     monkeypatch.undo()
     seal_feed(feed)
-    assert list(feed.pages.values_list("number", "has_next")) == [(1, True), (2, False)]
+    assert list(feed.pages.values_list("number", "has_next")) == \
+        [(1, True), (2, True), (3, False)]
+
+
+def test_a_page_born_with_its_next_link_has_the_bytes_it_would_have_gained(feed):
+    from archives import atom
+
+    write(feed, 3)
+    rows = atom.entry_rows(feed, 1, 3)
+    born = atom.render_archive(feed, 1, rows, has_next=True)
+    gained = atom.add_next_archive(atom.render_archive(feed, 1, rows),
+                                   atom.archive_url("books", 2))
+    assert born == gained
 
 
 def test_dry_run_seals_nothing(feed):
