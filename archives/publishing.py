@@ -18,7 +18,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from .models import Entry, Feed, Record
@@ -140,6 +140,9 @@ def _write(
         results = changes.apply(operations, if_match=if_match)
         if invalid or changes.missing:
             raise BatchError(dict(sorted({**(invalid or {}), **changes.missing}.items())))
+        if not changes.entries:  # nothing changed (a retried put): nothing to write
+            return results
+        changes.save()
         Feed.objects.filter(pk=locked.pk).update(
             last_seq=locked.last_seq, last_updated=locked.last_updated
         )
@@ -154,7 +157,7 @@ def _write(
 
 
 class _Changes:
-    """The records and entries one locked write produces, written in a few bulk queries."""
+    """The records and entries one locked write produces, saved in a few bulk queries."""
 
     def __init__(self, feed: Feed):
         self.feed = feed
@@ -165,18 +168,12 @@ class _Changes:
     def apply(
         self, operations: dict[int, Operation], *, if_match: str | None
     ) -> list[Entry | None]:
-        keys = {operation.key for operation in operations.values()}
-        self.records = {
-            record.key: record
-            for record in Record.objects.filter(feed=self.feed, key__in=keys)
-        }
+        keys = sorted({operation.key for operation in operations.values()})
+        self.records = {record.key: record for record in _existing_records(self.feed, keys)}
         if if_match is not None:
             first = next(iter(operations.values()))
             _check_if_match(if_match, record_etag(self.records.get(first.key)))
-        results = [self._apply(index, operation) for index, operation in operations.items()]
-        if not self.missing:
-            self._save()
-        return results
+        return [self._apply(index, operation) for index, operation in operations.items()]
 
     def _apply(self, index: int, operation: Operation) -> Entry | None:
         record = self.records.get(operation.key)
@@ -225,7 +222,7 @@ class _Changes:
         feed.last_updated = now
         return feed.last_seq, now
 
-    def _save(self) -> None:
+    def save(self) -> None:
         touched = {entry.record.key: entry.record for entry in self.entries}.values()
         new = [record for record in touched if record.pk is None]
         old = [record for record in touched if record.pk is not None]
@@ -235,6 +232,25 @@ class _Changes:
         )
         # bulk_create copies each new record's pk into the entries that point to it.
         Entry.objects.bulk_create(self.entries)
+
+
+def _existing_records(feed: Feed, keys: list[str]):
+    """The feed's records with these keys, one probe of the (feed, key) index per key.
+
+    On PostgreSQL `key IN (...1000 keys)` let the planner scan all of a feed's records
+    whenever its statistics were behind (a feed that grew since the last ANALYZE, or a
+    server without autovacuum): a batch then cost time in proportion to the feed's size
+    (ingest fell from ~5,300 to ~3,700 records/s by 300,000 records). A LATERAL lookup
+    with LIMIT 1 cannot be planned as anything but one index probe per key.
+    """
+    if connection.vendor != "postgresql":
+        return Record.objects.filter(feed=feed, key__in=keys)
+    table = Record._meta.db_table
+    return Record.objects.raw(
+        f"SELECT r.* FROM unnest(%s::text[]) AS wanted(key) CROSS JOIN LATERAL "  # noqa: S608
+        f"(SELECT * FROM {table} WHERE feed_id = %s AND key = wanted.key LIMIT 1) AS r",
+        [keys, feed.pk],
+    )
 
 
 def _check_if_match(if_match: str, current: str | None) -> None:
