@@ -2,42 +2,17 @@
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
-
 import pytest
 from django.contrib.auth.models import Permission, User
-from django.db import connections
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from archives.models import Entry, Record
 
 from .factories import FeedFactory, RecordFactory, record_data
+from .threads import run_at_once
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
-
-
-def at_once(jobs: list[Callable[[], object]]) -> list[object]:
-    """Run each job in its own thread (and database connection), released together."""
-    barrier = threading.Barrier(len(jobs))
-    results: list[object] = [None] * len(jobs)
-
-    def run(index, job):
-        try:
-            barrier.wait()
-            results[index] = job()
-        except BaseException as error:  # noqa: BLE001 - reported as the job's result
-            results[index] = error
-        finally:
-            connections.close_all()
-
-    threads = [threading.Thread(target=run, args=(i, job)) for i, job in enumerate(jobs)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-    return results
 
 
 @pytest.fixture
@@ -66,7 +41,7 @@ def test_of_writers_holding_the_same_etag_exactly_one_wins(token, settings):
                                          format="json", headers={"If-Match": etag})
         return job
 
-    responses = at_once([writer(n) for n in range(writers)])
+    responses = run_at_once([writer(n) for n in range(writers)])
 
     codes = sorted(r.status_code for r in responses)
     assert codes == [200] + [412] * (writers - 1)
@@ -92,7 +67,7 @@ def test_concurrent_patches_of_different_fields_lose_none_of_them(token, setting
             return client_for(token).patch("/api/feeds/books/records/k1", patch, format="json")
         return job
 
-    responses = at_once([patcher(patch) for patch in patches])
+    responses = run_at_once([patcher(patch) for patch in patches])
 
     assert [r.status_code for r in responses] == [200] * len(patches)
     record = Record.objects.get(key="k1").as_json()
@@ -119,7 +94,7 @@ def test_batches_and_single_puts_at_once_keep_the_log_gapless(token, settings):
                                           format="json") for n in range(10)]
         return job
 
-    results = at_once([batcher(0), batcher(1), single(0), single(1)])
+    results = run_at_once([batcher(0), batcher(1), single(0), single(1)])
 
     assert [r.status_code for r in results[:2]] == [200, 200]
     assert all(r.status_code == 201 for group in results[2:] for r in group)

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
-
 import pytest
-from django.db import connection, connections
+from django.db import connection
 from lxml import etree
 
 from archives import publishing
@@ -14,34 +11,10 @@ from archives.models import ArchivePage, Entry, Feed, Record
 from archives.sealing import seal_feed
 
 from .factories import FeedFactory, record_data
+from .threads import raise_first_error, run_at_once
 from .walking import NS, walk
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
-
-
-def run_at_once(jobs: list[Callable[[], object]]) -> list[object]:
-    """Run each job in its own thread (own connection), all released together."""
-    barrier = threading.Barrier(len(jobs))
-    results: list[object] = [None] * len(jobs)
-    errors: list[BaseException] = []
-
-    def run(index, job):
-        try:
-            barrier.wait()
-            results[index] = job()
-        except BaseException as error:  # noqa: BLE001 - re-raised below in the main thread
-            errors.append(error)
-        finally:
-            connections.close_all()
-
-    threads = [threading.Thread(target=run, args=(i, job)) for i, job in enumerate(jobs)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-    if errors:
-        raise errors[0]
-    return results
 
 
 def test_it_runs_on_postgresql():
@@ -59,7 +32,7 @@ def test_concurrent_writers_lose_nothing_and_keep_seq_and_updated_order(settings
                 publishing.put_record(feed=feed, key=f"w{w}-{n}", data=record_data(n))
         return job
 
-    run_at_once([writer(w) for w in range(writers)])
+    raise_first_error(run_at_once([writer(w) for w in range(writers)]))
 
     log = list(Entry.objects.filter(feed=feed).order_by("seq")
                .values_list("seq", "updated", "record__key"))
@@ -79,7 +52,8 @@ def test_two_sealers_at_once_produce_each_page_exactly_once(settings):
         {"op": "put", "key": f"k{n}", "record": record_data(n)} for n in range(61)
     ])
 
-    results = run_at_once([lambda: seal_feed(Feed.objects.get(pk=feed.pk)) for _ in range(3)])
+    results = raise_first_error(run_at_once(
+        [lambda: seal_feed(Feed.objects.get(pk=feed.pk)) for _ in range(3)]))
 
     sealed = sorted(page.number for result in results for page in result)
     assert sealed == list(range(1, 21))  # each page sealed by exactly one sealer
@@ -111,7 +85,7 @@ def test_writers_and_sealers_together_leave_a_feed_that_rebuilds_exactly(setting
         for _ in range(20):
             seal_feed(Feed.objects.get(pk=feed.pk))
 
-    run_at_once([writer(w) for w in range(4)] + [sealer, sealer])
+    raise_first_error(run_at_once([writer(w) for w in range(4)] + [sealer, sealer]))
     seal_feed(feed)
 
     walked = walk(client, "http://127.0.0.1:8000/feeds/busy/")
