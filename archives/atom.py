@@ -13,7 +13,9 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from django.conf import settings
-from django.urls import reverse
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+from django.urls import get_script_prefix, reverse
 from lxml import etree
 
 from .models import Entry, Feed, Record, record_atom_id, rfc3339
@@ -61,9 +63,17 @@ def absolute(path: str) -> str:
 
 @lru_cache(maxsize=16384)
 def _path(name: str, *args: str | int) -> str:
-    # reverse() costs ~20 us a call and every request builds three or four links; paths
-    # depend only on the URLconf, fixed for the life of the process.
-    return reverse(name, args=args)
+    """A path as the URLconf makes it, without the request's script prefix: the base URL
+    alone says where feedpub is mounted, so a document is the same bytes whoever renders
+    it (a request under a SCRIPT_NAME, or the sealer's command line). Cached: reverse()
+    costs ~20 us and every request builds three or four links."""
+    return "/" + reverse(name, args=args).removeprefix(get_script_prefix())
+
+
+@receiver(setting_changed)
+def _forget_paths(*, setting: str, **kwargs) -> None:
+    if setting == "ROOT_URLCONF":
+        _path.cache_clear()
 
 
 def subscription_url(slug: str) -> str:
@@ -75,7 +85,7 @@ def archive_url(slug: str, number: int) -> str:
 
 
 def record_url(slug: str, key: str) -> str:
-    return absolute(reverse("archives:record", args=[slug, key]))
+    return absolute(_path("archives:record", slug, key))
 
 
 def archive_links(slug: str, number: int, *, has_next: bool) -> list[tuple[str, str]]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from datetime import UTC, datetime
+from weakref import WeakKeyDictionary
 
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
@@ -26,19 +27,23 @@ class FeedManager(models.Manager):
     def get_by_slug(self, slug: str) -> Feed:
         """One feed by its slug, for the read path every poll takes.
 
-        The query is compiled once per database and then only executed: compiling it
-        each time cost more than the indexed lookup itself (~0.65 ms against ~0.2 ms).
+        The query is compiled once per database connection and then only executed:
+        compiling it each time cost more than the indexed lookup itself (~0.25 ms of
+        ~0.5 ms). The compiler also supplies the backend's value converters (SQLite
+        stores UUIDs and datetimes as text).
         """
-        compiled = _compiled_feed_lookups.get(self.db)
+        connection = connections[self.db]
+        compiled = _compiled_lookups.get(connection)
         if compiled is None:
-            compiler = self.filter(slug="").query.get_compiler(self.db)
+            compiler = self.filter(slug="").query.get_compiler(connection=connection)
             sql, _ = compiler.as_sql()
             columns = [column for column, _, _ in compiler.select]
-            compiled = (sql, [c.target.attname for c in columns],
-                        compiler.get_converters(columns), compiler)
-            _compiled_feed_lookups[self.db] = compiled
-        sql, names, converters, compiler = compiled
-        with connections[self.db].cursor() as cursor:
+            compiled = _compiled_lookups[connection] = (
+                sql, [column.target.attname for column in columns],
+                compiler, compiler.get_converters(columns),
+            )
+        sql, names, compiler, converters = compiled
+        with connection.cursor() as cursor:
             cursor.execute(sql, [slug])
             rows = cursor.fetchall()
         if not rows:
@@ -48,7 +53,9 @@ class FeedManager(models.Manager):
         return self.model.from_db(self.db, names, values)
 
 
-_compiled_feed_lookups: dict[str, tuple] = {}
+# Keyed by the connection (one per thread and alias), so each compiler and its converters
+# belong to the connection that runs them; entries go when the connection object does.
+_compiled_lookups: WeakKeyDictionary = WeakKeyDictionary()
 
 
 class Feed(models.Model):

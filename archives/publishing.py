@@ -140,17 +140,16 @@ def _write(
         results = changes.apply(operations, if_match=if_match)
         if invalid or changes.missing:
             raise BatchError(dict(sorted({**(invalid or {}), **changes.missing}.items())))
-        if not changes.entries:  # nothing changed (a retried put): nothing to write
-            return results
-        changes.save()
-        Feed.objects.filter(pk=locked.pk).update(
-            last_seq=locked.last_seq, last_updated=locked.last_updated
-        )
-        if locked.full_pages > locked.sealed_pages and settings.FEEDPUB_SEAL_ON_WRITE:
-            # The pages this write filled, and one more of any backlog: a write's own
-            # sealing cost follows its size, and a sealer outage drains step by step.
-            filled = locked.full_pages - full_before
-            transaction.on_commit(partial(_seal_after_commit, locked.pk, filled + 1))
+        if changes.entries:  # else nothing changed (a retried put): nothing to write
+            changes.save()
+            Feed.objects.filter(pk=locked.pk).update(
+                last_seq=locked.last_seq, last_updated=locked.last_updated
+            )
+            if locked.full_pages > locked.sealed_pages and settings.FEEDPUB_SEAL_ON_WRITE:
+                # The pages this write filled, and one more of any backlog: a write's own
+                # sealing cost follows its size, and a sealer outage drains step by step.
+                filled = locked.full_pages - full_before
+                transaction.on_commit(partial(_seal_after_commit, locked.pk, filled + 1))
     # Let the caller's instance see the counters it just advanced.
     feed.last_seq, feed.last_updated = locked.last_seq, locked.last_updated
     return results

@@ -78,11 +78,25 @@ def seal_feed(
         try:
             bodies = _seal_run(feed, first, last, previous)
         except _LostRace:
+            _check_progress(feed)
             previous = None  # go on from where the other sealer left the feed
             continue
         sealed += [_sealed_page(feed, n) for n in range(first, last + 1)]
         previous = (last, bodies[-1])
     return sealed
+
+
+def _check_progress(feed: Feed) -> None:
+    """After a lost race the feed must have moved on: a winner commits its claim before the
+    loser's insert fails. If nothing changed, a page row exists that no claim covers (a
+    partial restore, a hand repair): retrying would spin forever, so say so instead."""
+    seen = (feed.sealed_pages, feed.slug, feed.page_size)
+    feed.refresh_from_db(fields=["sealed_pages", "slug", "page_size"])
+    if (feed.sealed_pages, feed.slug, feed.page_size) == seen:
+        raise RuntimeError(
+            f"feed {feed.slug}: page {feed.sealed_pages + 1} or a later one is stored but "
+            f"sealed_pages is {feed.sealed_pages}; the archive needs repair"
+        )
 
 
 def _sealed_page(feed: Feed, number: int) -> SealedPage:

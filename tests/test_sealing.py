@@ -235,3 +235,44 @@ def test_a_write_seals_the_pages_it_filled_and_one_more_of_a_backlog(
             {"op": "put", "key": f"b{n}", "record": record_data(n)} for n in range(3)])
     # this write filled page 4; it seals 2 pages: pages 1 and 2 of the backlog, in order
     assert list(feed.pages.values_list("number", flat=True)) == [1, 2]
+
+
+def test_a_sealer_that_loses_part_of_its_run_stores_the_rest_byte_for_byte(
+        feed, settings, monkeypatch):
+    from archives import atom
+
+    settings.FEEDPUB_SEAL_ON_WRITE = False
+    publishing.apply_batch(feed=feed, operations=[
+        {"op": "put", "key": f"k{n}", "record": record_data(n)} for n in range(75)])
+    real_render = atom.render_archive
+    raced = []
+
+    def render_while_another_sealer_runs(target, number, rows, **kwargs):
+        body = real_render(target, number, rows, **kwargs)
+        if number == 15 and not raced:  # mid-render of pages 11..20
+            raced.append(seal_feed(Feed.objects.get(pk=target.pk), max_pages=2))
+        return body
+
+    monkeypatch.setattr(atom, "render_archive", render_while_another_sealer_runs)
+    sealed = seal_feed(feed)
+    monkeypatch.undo()
+
+    assert [p.number for p in raced[0]] == [11, 12]
+    assert [p.number for p in sealed] == [n for n in range(1, 26) if n not in (11, 12)]
+    pages = list(feed.pages.order_by("number"))
+    assert [p.number for p in pages] == list(range(1, 26))
+    assert [p.has_next for p in pages] == [True] * 24 + [False]
+    fresh = Feed.objects.get(pk=feed.pk)
+    for page in pages:  # whoever stored or linked it, each page is what a fresh render gives
+        rows = atom.entry_rows(fresh, page.first_seq, page.last_seq)
+        assert bytes(page.body) == atom.render_archive(fresh, page.number, rows,
+                                                      has_next=page.has_next)
+
+
+def test_a_stored_page_no_claim_covers_is_reported_not_retried_forever(feed):
+    write(feed, 6)
+    ArchivePage.objects.create(  # page 1 as a broken restore might leave it
+        feed=feed, number=1, first_seq=1, last_seq=3, first_updated=feed.last_updated,
+        last_updated=feed.last_updated, body=b"<feed/>", etag='"x"')
+    with pytest.raises(RuntimeError, match="needs repair"):
+        seal_feed(feed)

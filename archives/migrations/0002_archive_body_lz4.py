@@ -22,6 +22,6 @@ def use_lz4(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("archives", "0002_drop_redundant_feed_indexes")]
+    dependencies = [("archives", "0001_initial")]
 
     operations = [migrations.RunPython(use_lz4, migrations.RunPython.noop, elidable=True)]
