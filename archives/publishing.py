@@ -22,6 +22,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 from psycopg.types.json import Jsonb
 
+from . import bulk
 from .models import Entry, Feed, Record
 from .validation import RecordData, clean_feed_text, clean_key, clean_record
 
@@ -237,19 +238,16 @@ ENTRY_COLUMNS = ("feed_id", "seq", "record_id", "kind", "updated", "title", "sum
 
 
 def _insert_entries(entries: list[Entry]) -> None:
-    """Append the entries. On PostgreSQL with COPY: the log is the bulk of every write, and
-    COPY took a 1,000-entry batch in a third of the time of bulk_create's UNNEST insert,
-    whose array quoting is pure Python. No ids are needed back: nothing points to entries."""
-    if connection.vendor != "postgresql":
+    """Append the entries: the bulk of every write, and nothing points to them (no ids
+    needed back), so PostgreSQL takes them by COPY (see archives/bulk.py)."""
+    if not bulk.can_copy():
         Entry.objects.bulk_create(entries)
         return
-    columns = ", ".join(ENTRY_COLUMNS)
-    with connection.cursor() as cursor, cursor.copy(
-        f"COPY {Entry._meta.db_table} ({columns}) FROM STDIN"
-    ) as copy:
-        for entry in entries:
-            copy.write_row((entry.feed_id, entry.seq, entry.record.pk, entry.kind, entry.updated,
-                            entry.title, entry.summary, Jsonb(entry.links)))
+    bulk.copy_rows(Entry, ENTRY_COLUMNS, (
+        (entry.feed_id, entry.seq, entry.record.pk, entry.kind, entry.updated, entry.title,
+         entry.summary, Jsonb(entry.links))
+        for entry in entries
+    ))
 
 
 def _existing_records(feed: Feed, keys: list[str]):
