@@ -75,7 +75,7 @@ def seal_feed(
         if dry_run:
             sealed += [_sealed_page(feed, n) for n in range(first, last + 1)]
             break
-        last = min(last, first + max(1, min(PAGES_PER_RUN, ENTRIES_PER_RUN // feed.page_size)) - 1)
+        last = min(last, first + _pages_per_run(feed.page_size) - 1)
         try:
             bodies = _seal_run(feed, first, last, previous)
         except _LostRace:
@@ -85,6 +85,10 @@ def seal_feed(
         sealed += [_sealed_page(feed, n) for n in range(first, last + 1)]
         previous = (last, bodies[-1])
     return sealed
+
+
+def _pages_per_run(page_size: int) -> int:
+    return max(1, min(PAGES_PER_RUN, ENTRIES_PER_RUN // page_size))
 
 
 def _check_progress(feed: Feed) -> None:
