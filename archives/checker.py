@@ -168,7 +168,7 @@ class Checker:
 
     def _accept(self, url: str, response: Response) -> Page:
         try:
-            document = parse_document(response.body, url)
+            document = parse_document(response.body, url, base=response.url)
         except DocumentError as error:
             self._problem(url, "atom.xml", str(error))
             document = None
@@ -288,7 +288,7 @@ class Checker:
                                             f"GET sent {len(get.body)} bytes")
 
     def _check_link_header(self, url: str, response: Response, document: AtomDocument) -> None:
-        in_header = {pair for pair in parse_link_header(response.header("Link"), url)
+        in_header = {pair for pair in parse_link_header(response.header("Link"), response.url)
                      if pair[0] in NAVIGATION_RELS}
         in_document = {(rel, href) for rel in NAVIGATION_RELS
                        for href in document.links.get(rel, [])}

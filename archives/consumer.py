@@ -127,6 +127,24 @@ class _NoRedirectErrors(urllib.request.HTTPErrorProcessor):
     https_response = http_response
 
 
+class _HttpOnlyRedirects(urllib.request.HTTPRedirectHandler):
+    """Follow redirects to http(s) URLs only (urllib would also follow one to ftp://).
+
+    To any host: a publisher may move its archive pages to a CDN, and a feed's links can
+    name any host anyway, so refusing other hosts here would protect nothing.
+    """
+
+    def http_error_302(self, req, fp, code, msg, headers):
+        target = urljoin(req.full_url, headers.get("Location") or headers.get("URI") or "")
+        if urlsplit(target).scheme.lower() not in ("http", "https"):
+            fp.close()
+            raise FetchError(f"refusing the redirect from {req.full_url} to {target}: only "
+                             "http and https are followed")
+        return super().http_error_302(req, fp, code, msg, headers)
+
+    http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
+
+
 class HttpClient:
     """urllib with a request budget, timeouts, a size limit, gzip, and request accounting."""
 
@@ -136,7 +154,7 @@ class HttpClient:
         self.requests = 0
         self.bytes_received = 0
         self.log: list[tuple[str, str, int]] = []  # (method, url, status) of every request
-        self._opener = urllib.request.build_opener(_NoRedirectErrors())
+        self._opener = urllib.request.build_opener(_NoRedirectErrors(), _HttpOnlyRedirects())
 
     def fetch(self, url: str, *, method: str = "GET", headers: dict[str, str] | None = None,
               max_bytes: int | None = None) -> Response:
@@ -159,6 +177,9 @@ class HttpClient:
                 status, final_url, answer_headers = answer.status, answer.geturl(), answer.headers
         except urllib.error.HTTPError as error:  # raised for too many redirects and the like
             status, final_url, answer_headers, body = error.code, url, error.headers, b""
+        except FetchError:
+            self.log.append((method, url, 0))
+            raise
         except (urllib.error.URLError, HTTPException, OSError, ValueError) as error:
             self.log.append((method, url, 0))
             reason = getattr(error, "reason", None) or error
@@ -239,10 +260,14 @@ class AtomDocument:
 _PARSER = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=False)
 
 
-def parse_document(body: bytes, url: str) -> AtomDocument:
-    """Parse an Atom feed document; link hrefs are made absolute (xml:base, then `url`)."""
+def parse_document(body: bytes, url: str, *, base: str | None = None) -> AtomDocument:
+    """Parse an Atom feed document; link hrefs are made absolute (xml:base, then `base`).
+
+    `url` names the document (the link that led to it); `base` is the URL it was retrieved
+    from after redirects, against which RFC 3986 (5.1.3) resolves relative references.
+    """
     try:
-        root = etree.fromstring(body, _PARSER, base_url=url)  # noqa: S320 - parser hardened
+        root = etree.fromstring(body, _PARSER, base_url=base or url)  # noqa: S320 - hardened
     except etree.XMLSyntaxError as error:
         raise DocumentError(f"not well-formed XML: {error}") from None
     if root.tag != f"{A}feed":
@@ -542,7 +567,7 @@ class Harvester:
         if response.status != 200:
             raise HarvestFailed(f"{url} answered HTTP {response.status}")
         try:
-            document = parse_document(response.body, url)
+            document = parse_document(response.body, url, base=response.url)
         except DocumentError as error:
             raise HarvestFailed(f"{url}: {error}") from error
         self.summary.pages_fetched += 1
@@ -583,7 +608,7 @@ class Harvester:
             self._warn(f"unreadable archive page: {url} answered HTTP {response.status}")
             return None
         try:
-            document = parse_document(response.body, url)
+            document = parse_document(response.body, url, base=response.url)
         except DocumentError as error:
             self._warn(f"unreadable archive page {url}: {error}")
             return None

@@ -202,6 +202,21 @@ def test_the_content_hash_ignores_only_the_next_archive_link():
     assert content_hash(base) != content_hash(changed)
 
 
+def test_relative_links_resolve_against_the_url_after_redirects(server):
+    server.documents["/feed"] = Document(b"", status=301,
+                                         extra_headers={"Location": "/v2/feed"})
+    server.documents["/v2/feed"] = Document(
+        feed_document(updated=at(2), links={"prev-archive": "archives/1"},
+                      entries=[entry("urn:x:2", at(2))]),
+        extra_headers={"Link": '<archives/1>; rel="prev-archive"'})
+    server.documents["/v2/archives/1"] = Document(feed_document(
+        updated=at(1), archive=True, links={"current": "../feed"},
+        entries=[entry("urn:x:1", at(1))]))
+    result = check_feed(server.url("/feed"), sample=0)
+    assert result.problems == []
+    assert result.documents == 2
+
+
 def test_it_finds_an_invalid_document(server):
     body = feed_document(updated=at(1), links={}, entries=[entry("urn:x:1", at(1))])
     server.documents["/f"] = Document(body.replace(b"<title>A record</title>", b""))

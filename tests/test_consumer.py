@@ -6,6 +6,7 @@ import gzip
 import io
 import json
 import random
+import socket
 
 import pytest
 from django.core.management import call_command
@@ -340,3 +341,58 @@ def test_it_reads_a_gzip_compressed_document(server):
                                       extra_headers={"Content-Encoding": "gzip"})
     assert [r["id"] for r in harvest(server.url("/f")).records] == ["urn:x:1"]
     assert "gzip" in server.requests[0][2]["Accept-Encoding"]
+
+
+# Redirects --------------------------------------------------------------------------
+
+
+def redirect(location: str, status: int = 301) -> Document:
+    return Document(b"", status=status, extra_headers={"Location": location})
+
+
+def test_relative_links_resolve_against_the_url_after_redirects(server):
+    """RFC 3986 5.1.3: the base of a retrieved document is the URI it was retrieved from."""
+    server.documents["/feed"] = redirect("/v2/feed")
+    server.documents["/v2/feed"] = Document(feed_document(
+        updated=at(2), links={"prev-archive": "archives/1"}, entries=[entry("urn:x:2", at(2))]))
+    server.documents["/v2/archives/1"] = Document(feed_document(
+        updated=at(1), archive=True, links={"current": "../feed", "next-archive": "../feed"},
+        entries=[entry("urn:x:1", at(1))]))
+    result = harvest(server.url("/feed"))
+    assert result.complete, result.warnings
+    assert sorted(r["id"] for r in result.records) == ["urn:x:1", "urn:x:2"]
+    assert server.requested("/v2/archives/1") == 1
+
+
+@pytest.mark.parametrize("scheme", ["ftp", "file"])
+def test_a_redirect_to_a_scheme_other_than_http_is_refused(server, scheme):
+    with socket.create_server(("127.0.0.1", 0)) as listener:  # an "ftp server" to watch
+        port = listener.getsockname()[1]
+        feed = LinkedFeed(server, pages=2)
+        server.documents["/archives/1"] = redirect(f"{scheme}://127.0.0.1:{port}/1", 302)
+        result = harvest(feed.subscription, limits=Limits(timeout=1))
+        listener.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            listener.accept()  # nobody connected
+    assert not result.complete
+    assert any(f"redirect from {server.url('/archives/1')} to {scheme}://" in w
+               and "only http and https" in w for w in result.warnings), result.warnings
+
+
+def test_a_subscription_redirected_to_another_scheme_fails_cleanly(server):
+    server.documents["/feed"] = redirect("ftp://127.0.0.1:9/feed")
+    with pytest.raises(HarvestFailed, match="only http and https"):
+        harvest(server.url("/feed"), limits=Limits(timeout=1))
+
+
+def test_a_redirect_to_another_host_is_followed(server):
+    """A feed may move its archive pages to a CDN; its links could name any host anyway."""
+    with FeedServer() as cdn:
+        cdn_base = cdn.base.replace("127.0.0.1", "localhost")
+        feed = LinkedFeed(server, pages=2)
+        cdn.documents["/archives/1"] = server.documents["/archives/1"]
+        server.documents["/archives/1"] = redirect(cdn_base + "/archives/1", 302)
+        result = harvest(feed.subscription)
+        assert cdn.requested("/archives/1") == 1
+    assert result.complete, result.warnings
+    assert len(result.records) == 5
