@@ -18,7 +18,8 @@ from django.dispatch import receiver
 from django.urls import get_script_prefix, reverse
 from lxml import etree
 
-from .models import Entry, Feed, Record, record_atom_id, rfc3339
+from .formats import record_atom_id, rfc3339
+from .models import Entry, Feed, Record
 from .validation import RECORD_ENTRY_TYPE
 
 ATOM_NS = "http://www.w3.org/2005/Atom"
@@ -115,7 +116,7 @@ def link_header(links: Iterable[tuple[str, str]]) -> str:
 def render_subscription(feed: Feed, rows: list[EntryRow]) -> bytes:
     """The subscription document: the unsealed entries, newest first (rows in that order)."""
     # Empty, it takes the feed's last change, never now(): see DESIGN.md "Documents".
-    updated = rows[0].updated if rows else feed.modified
+    updated = rows[0].updated if rows else feed.content_updated
     root = _feed_head(feed, updated, subscription_links(feed))
     _add_entries(root, feed, rows)
     return _serialize(root)

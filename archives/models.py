@@ -6,56 +6,21 @@ Rows here are written only by `archives.publishing` (feeds, records, entries) an
 
 from __future__ import annotations
 
-import hashlib
 import uuid
-from datetime import UTC, datetime
-from weakref import WeakKeyDictionary
 
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
-from django.db import connections, models
+from django.db import models
 from django.urls import reverse
+from django.utils import timezone
+
+from .formats import record_atom_id
 
 MAX_PAGE_SIZE = 10_000
 
 
 def default_page_size() -> int:
     return settings.FEEDPUB_PAGE_SIZE
-
-
-class FeedManager(models.Manager):
-    def get_by_slug(self, slug: str) -> Feed:
-        """One feed by its slug, for the read path every poll takes.
-
-        The query is compiled once per database connection and then only executed:
-        compiling it each time cost more than the indexed lookup itself (~0.25 ms of
-        ~0.5 ms). The compiler also supplies the backend's value converters (SQLite
-        stores UUIDs and datetimes as text).
-        """
-        connection = connections[self.db]
-        compiled = _compiled_lookups.get(connection)
-        if compiled is None:
-            compiler = self.filter(slug="").query.get_compiler(connection=connection)
-            sql, _ = compiler.as_sql()
-            columns = [column for column, _, _ in compiler.select]
-            compiled = _compiled_lookups[connection] = (
-                sql, [column.target.attname for column in columns],
-                compiler, compiler.get_converters(columns),
-            )
-        sql, names, compiler, converters = compiled
-        with connection.cursor() as cursor:
-            cursor.execute(sql, [slug])
-            rows = cursor.fetchall()
-        if not rows:
-            raise self.model.DoesNotExist(f"No feed {slug!r}")
-        values = next(iter(compiler.apply_converters(rows, converters))) if converters \
-            else rows[0]
-        return self.model.from_db(self.db, names, values)
-
-
-# Keyed by the connection (one per thread and alias), so each compiler and its converters
-# belong to the connection that runs them; entries go when the connection object does.
-_compiled_lookups: WeakKeyDictionary = WeakKeyDictionary()
 
 
 class Feed(models.Model):
@@ -75,8 +40,12 @@ class Feed(models.Model):
     last_updated = models.DateTimeField(null=True, blank=True, editable=False)
     # How far the feed is sealed: pages 1..sealed_pages hold entries 1..sealed_pages*page_size.
     sealed_pages = models.PositiveIntegerField(default=0, editable=False)
-
-    objects = FeedManager()
+    # When documents' bytes last changed, for their Last-Modified (archives/documents.py);
+    # apart from entries' `updated`, since a seal or a retitle changes bytes too.
+    # The feed's own description (slug, title, subtitle, author): every document shows it.
+    description_modified = models.DateTimeField(default=timezone.now, editable=False)
+    # The subscription document: every write, seal and description change.
+    subscription_modified = models.DateTimeField(default=timezone.now, editable=False)
 
     class Meta:
         ordering = ["slug"]
@@ -102,8 +71,9 @@ class Feed(models.Model):
         return self.last_seq // self.page_size
 
     @property
-    def modified(self):
-        """The instant the feed's content last changed: its newest entry, else its creation."""
+    def content_updated(self):
+        """The instant the feed's content last changed: its newest entry, else its creation.
+        (The feed-level atom:updated of an empty subscription document.)"""
         return self.last_updated or self.created
 
 
@@ -146,39 +116,6 @@ class Record(models.Model):
     @property
     def atom_id(self) -> str:
         return record_atom_id(self.feed.uuid, self.key)
-
-    def as_json(self) -> dict:
-        """The record as the API and its own URL show it in JSON."""
-        return {
-            "key": self.key,
-            "atom_id": self.atom_id,
-            "title": self.title,
-            "summary": self.summary,
-            "metadata": self.metadata,
-            "links": self.links,
-            "created": rfc3339(self.created),
-            "updated": rfc3339(self.updated),
-            "deleted": self.is_deleted,
-            "url": settings.FEEDPUB_BASE_URL + self.get_absolute_url(),
-        }
-
-
-def rfc3339(moment: datetime) -> str:
-    """The one timestamp format of documents and API: RFC 3339, UTC, with microseconds."""
-    return moment.astimezone(UTC).isoformat(timespec="microseconds").removesuffix("+00:00") + "Z"
-
-
-def record_atom_id(feed_uuid: uuid.UUID, key: str) -> str:
-    """A record's atom:id: stable, host-independent, and unique across feeds.
-
-    It is `uuid.uuid5(feed_uuid, key).urn`, computed without building a UUID object,
-    which took two thirds of the time: sealing computes one for every entry.
-    """
-    digest = bytearray(hashlib.sha1(feed_uuid.bytes + key.encode()).digest()[:16])  # noqa: S324
-    digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
-    digest[8] = (digest[8] & 0x3F) | 0x80  # RFC 4122 variant
-    h = digest.hex()
-    return f"urn:uuid:{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 class Entry(models.Model):
@@ -235,6 +172,8 @@ class ArchivePage(models.Model):
     # from then on its bytes are final (immutable, cacheable forever).
     has_next = models.BooleanField(default=False)
     sealed_at = models.DateTimeField(auto_now_add=True)
+    # When `body` last changed: sealed, or given its next-archive link (its Last-Modified).
+    modified = models.DateTimeField(default=timezone.now)
 
     class Meta:
         ordering = ["feed", "number"]

@@ -1,8 +1,9 @@
-"""A bounded in-process cache of archive pages whose bytes are final.
+"""A bounded in-process cache of documents, for those whose bytes can be trusted as is.
 
-A page that carries its next-archive link never changes again, and its feed can never
-be renamed or deleted, so its bytes can be kept without ever being invalidated. Serving
-them from memory is what lets a warm archive request skip the database entirely.
+archives/documents.py keeps two: archive pages whose bytes are final (a page that carries
+its next-archive link never changes again, and its feed can never be renamed or deleted,
+so it is never invalidated: a warm archive request skips the database entirely), and the
+newest rendering of each subscription document (trusted only while its ETag is current).
 """
 
 from __future__ import annotations
@@ -10,59 +11,40 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable
-from dataclasses import dataclass
-
-from django.conf import settings
-
-
-@dataclass(frozen=True)
-class FrozenPage:
-    """What answering for an archive page needs, read together so that it agrees."""
-
-    body: bytes
-    etag: str
-    last_modified: int  # seconds since the epoch, for Last-Modified
-    link_header: str
-    final: bool = False  # it has its next-archive link: these bytes never change again
+from typing import Any
 
 
 class PageCache:
-    """Least-recently-used pages, up to `max_bytes` of bodies; safe across threads."""
+    """Least-recently-used values, up to `max_bytes` of their sizes; safe across threads."""
 
     def __init__(self, max_bytes: int):
         self.max_bytes = max_bytes
-        self._pages: OrderedDict[Hashable, FrozenPage] = OrderedDict()
+        self._values: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
 
-    def get(self, key: Hashable) -> FrozenPage | None:
+    def get(self, key: Hashable) -> Any | None:
         with self._lock:
-            page = self._pages.get(key)
-            if page is not None:
-                self._pages.move_to_end(key)
-            return page
+            found = self._values.get(key)
+            if found is None:
+                return None
+            self._values.move_to_end(key)
+            return found[0]
 
-    def put(self, key: Hashable, page: FrozenPage) -> None:
-        if len(page.body) > self.max_bytes:
+    def put(self, key: Hashable, value: Any, *, size: int) -> None:
+        if size > self.max_bytes:
             return
         with self._lock:
-            old = self._pages.pop(key, None)
+            old = self._values.pop(key, None)
             if old is not None:
-                self._bytes -= len(old.body)
-            self._pages[key] = page
-            self._bytes += len(page.body)
+                self._bytes -= old[1]
+            self._values[key] = (value, size)
+            self._bytes += size
             while self._bytes > self.max_bytes:
-                _, evicted = self._pages.popitem(last=False)
-                self._bytes -= len(evicted.body)
+                _, (_, evicted) = self._values.popitem(last=False)
+                self._bytes -= evicted
 
     def clear(self) -> None:
         with self._lock:
-            self._pages.clear()
+            self._values.clear()
             self._bytes = 0
-
-
-frozen_pages = PageCache(settings.FEEDPUB_PAGE_CACHE_BYTES)
-# The newest rendering of each feed's subscription document, keyed by slug and
-# trusted only while its ETag is the feed's current one (the ETag follows from every
-# column the document depends on), so repeated polls between two writes render nothing.
-subscription_documents = PageCache(max(settings.FEEDPUB_PAGE_CACHE_BYTES // 8, 1))

@@ -18,11 +18,11 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 from psycopg.types.json import Jsonb
 
-from . import bulk
+from . import documents, fastsql
 from .models import Entry, Feed, Record
 from .validation import RecordData, clean_feed_text, clean_key, clean_record
 
@@ -92,6 +92,8 @@ def apply_batch(*, feed: Feed, operations: Sequence[Mapping[str, Any]]) -> list[
     """
     if not isinstance(operations, Sequence) or isinstance(operations, str | bytes):
         raise ValidationError({"operations": ["Must be a list of operations."]})
+    if not operations:  # refused before the lock: an empty batch would only hold it
+        raise ValidationError({"operations": ["A batch needs at least one operation."]})
     if len(operations) > MAX_BATCH_OPERATIONS:
         raise ValidationError(
             {"operations": [f"At most {MAX_BATCH_OPERATIONS} operations in one batch."]}
@@ -144,8 +146,13 @@ def _write(
             raise BatchError(dict(sorted({**(invalid or {}), **changes.missing}.items())))
         if changes.entries:  # else nothing changed (a retried put): nothing to write
             changes.save()
+            # Stamped last, just before the commit, as documents.Document.last_modified
+            # assumes; the row is locked, so the stored value is current.
+            locked.subscription_modified = max(
+                locked.subscription_modified, documents.change_stamp())
             Feed.objects.filter(pk=locked.pk).update(
-                last_seq=locked.last_seq, last_updated=locked.last_updated
+                last_seq=locked.last_seq, last_updated=locked.last_updated,
+                subscription_modified=locked.subscription_modified,
             )
             if locked.full_pages > locked.sealed_pages and settings.FEEDPUB_SEAL_ON_WRITE:
                 # The pages this write filled, and one more of any backlog: a write's own
@@ -170,7 +177,7 @@ class _Changes:
         self, operations: dict[int, Operation], *, if_match: str | None
     ) -> list[Entry | None]:
         keys = sorted({operation.key for operation in operations.values()})
-        self.records = {record.key: record for record in _existing_records(self.feed, keys)}
+        self.records = {record.key: record for record in fastsql.existing_records(self.feed, keys)}
         if if_match is not None:
             first = next(iter(operations.values()))
             _check_if_match(if_match, record_etag(self.records.get(first.key)))
@@ -239,34 +246,15 @@ ENTRY_COLUMNS = ("feed_id", "seq", "record_id", "kind", "updated", "title", "sum
 
 def _insert_entries(entries: list[Entry]) -> None:
     """Append the entries: the bulk of every write, and nothing points to them (no ids
-    needed back), so PostgreSQL takes them by COPY (see archives/bulk.py)."""
-    if not bulk.can_copy():
+    needed back), so PostgreSQL takes them by COPY (see archives/fastsql.py)."""
+    if not fastsql.can_copy():
         Entry.objects.bulk_create(entries)
         return
-    bulk.copy_rows(Entry, ENTRY_COLUMNS, (
+    fastsql.copy_rows(Entry, ENTRY_COLUMNS, (
         (entry.feed_id, entry.seq, entry.record.pk, entry.kind, entry.updated, entry.title,
          entry.summary, Jsonb(entry.links))
         for entry in entries
     ))
-
-
-def _existing_records(feed: Feed, keys: list[str]):
-    """The feed's records with these keys, one probe of the (feed, key) index per key.
-
-    On PostgreSQL `key IN (...1000 keys)` let the planner scan all of a feed's records
-    whenever its statistics were behind (a feed that grew since the last ANALYZE, or a
-    server without autovacuum): a batch then cost time in proportion to the feed's size
-    (ingest fell from ~5,300 to ~3,700 records/s by 300,000 records). A LATERAL lookup
-    with LIMIT 1 cannot be planned as anything but one index probe per key.
-    """
-    if connection.vendor != "postgresql":
-        return Record.objects.filter(feed=feed, key__in=keys)
-    table = Record._meta.db_table
-    return Record.objects.raw(
-        f"SELECT r.* FROM unnest(%s::text[]) AS wanted(key) CROSS JOIN LATERAL "  # noqa: S608
-        f"(SELECT * FROM {table} WHERE feed_id = %s AND key = wanted.key LIMIT 1) AS r",
-        [keys, feed.pk],
-    )
 
 
 def _check_if_match(if_match: str, current: str | None) -> None:
@@ -318,10 +306,19 @@ def update_feed(*, feed: Feed, **changes: Any) -> Feed:
             raise ValidationError({
                 name: ["Cannot change once an archive page is sealed."] for name in frozen
             })
-        for name, value in changes.items():
-            setattr(locked, name, value)
+        changed = [name for name, value in changes.items() if getattr(locked, name) != value]
+        for name in changed:
+            setattr(locked, name, changes[name])
+        if changed:
+            # Every document shows the feed's description (the subscription also the slug
+            # and page size only through links and ranges, which a change may move).
+            now = max(locked.subscription_modified, locked.description_modified,
+                      documents.change_stamp())
+            locked.description_modified = locked.subscription_modified = now
+            changed += ["description_modified", "subscription_modified"]
         locked.full_clean()
-        locked.save(update_fields=list(changes) or None)
+        if changed:
+            locked.save(update_fields=changed)
     return locked
 
 

@@ -13,14 +13,16 @@ the whole run and its link, or nothing.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from dataclasses import dataclass
+from datetime import datetime
 
-from django.db import IntegrityError, transaction
-from django.utils import timezone
+from django.db import IntegrityError, models, transaction
+from django.db.models import F, Value
+from django.db.models.functions import Greatest
 
-from . import atom, bulk
+from . import atom, documents, fastsql
+from .documents import ArchiveDocument
 from .models import ArchivePage, Feed
 
 logger = logging.getLogger(__name__)
@@ -65,8 +67,7 @@ def seal_feed(
     sealed: list[SealedPage] = []
     previous = None  # (number, body) of the last page this call stored
     while max_pages is None or len(sealed) < max_pages:
-        feed.refresh_from_db(fields=["last_seq", "sealed_pages", "page_size", "title",
-                                     "subtitle", "author", "slug"])
+        feed.refresh_from_db(fields=["last_seq", "sealed_pages", *ArchiveDocument.feed_fields])
         first, last = feed.sealed_pages + 1, feed.full_pages
         if max_pages is not None:
             last = min(last, first + max_pages - len(sealed) - 1)
@@ -119,23 +120,26 @@ def _seal_run(feed: Feed, first: int, last: int, previous) -> list[bytes]:
     pages = []
     for number in range(first, last + 1):
         page_rows = rows[(number - first) * size:(number - first + 1) * size]
-        body = atom.render_archive(feed, number, page_rows, has_next=number < last)
+        body, etag = ArchiveDocument.freeze(feed, number, page_rows, has_next=number < last)
         pages.append(ArchivePage(
             feed=feed, number=number, first_seq=page_rows[0].seq, last_seq=page_rows[-1].seq,
             first_updated=page_rows[0].updated, last_updated=page_rows[-1].updated,
-            body=body, etag=page_etag(body), has_next=number < last,
+            body=body, etag=etag, has_next=number < last,
         ))
     try:
         with transaction.atomic():
-            _insert_pages(pages)
+            # Documents' Last-Modified: stamped just before the commit (see documents.py).
+            now = documents.change_stamp()
+            _insert_pages(pages, now)
             if first > 1:
                 known = previous[1] if previous and previous[0] == first - 1 else None
-                _link_previous_page(feed, first - 1, known)
+                _link_previous_page(feed, first - 1, known, now)
             # The pages were rendered with this slug and page size: claim them only if
             # neither changed meanwhile (a rename is allowed until a page is sealed).
             claimed = Feed.objects.filter(
                 pk=feed.pk, sealed_pages=first - 1, page_size=size, slug=feed.slug
-            ).update(sealed_pages=last)
+            ).update(sealed_pages=last, subscription_modified=_no_earlier(
+                "subscription_modified", now))
             if not claimed:
                 raise _LostRace
     except IntegrityError:  # another sealer committed these page numbers first
@@ -146,24 +150,25 @@ def _seal_run(feed: Feed, first: int, last: int, previous) -> list[bytes]:
 
 
 PAGE_COLUMNS = ("feed_id", "number", "first_seq", "last_seq", "first_updated", "last_updated",
-                "body", "etag", "has_next", "sealed_at")
+                "body", "etag", "has_next", "sealed_at", "modified")
 
 
-def _insert_pages(pages: list[ArchivePage]) -> None:
+def _insert_pages(pages: list[ArchivePage], now: datetime) -> None:
     """Store the run's pages; on PostgreSQL by COPY, which sends their ~50 KB bodies
-    without quoting them into the SQL text (see archives/bulk.py)."""
-    if not bulk.can_copy():
+    without quoting them into the SQL text (see archives/fastsql.py)."""
+    for page in pages:
+        page.sealed_at = page.modified = now
+    if not fastsql.can_copy():
         ArchivePage.objects.bulk_create(pages)
         return
-    now = timezone.now()
-    bulk.copy_rows(ArchivePage, PAGE_COLUMNS, (
+    fastsql.copy_rows(ArchivePage, PAGE_COLUMNS, (
         (page.feed_id, page.number, page.first_seq, page.last_seq, page.first_updated,
-         page.last_updated, page.body, page.etag, page.has_next, now)
+         page.last_updated, page.body, page.etag, page.has_next, now, now)
         for page in pages
     ))
 
 
-def _link_previous_page(feed: Feed, number: int, body: bytes | None) -> None:
+def _link_previous_page(feed: Feed, number: int, body: bytes | None, now: datetime) -> None:
     """Add next-archive to page `number`. Only the transaction that stores page
     number + 1 changes it, so bytes this sealer stored for it are still current."""
     if body is None:
@@ -171,11 +176,13 @@ def _link_previous_page(feed: Feed, number: int, body: bytes | None) -> None:
             ArchivePage.objects.select_for_update()
             .values_list("body", flat=True).get(feed=feed, number=number)
         )
-    body = atom.add_next_archive(body, atom.archive_url(feed.slug, number + 1))
+    body, etag = ArchiveDocument.link_next(feed.slug, number, body)
     ArchivePage.objects.filter(feed=feed, number=number).update(
-        body=body, etag=page_etag(body), has_next=True
+        body=body, etag=etag, has_next=True, modified=_no_earlier("modified", now)
     )
 
 
-def page_etag(body: bytes) -> str:
-    return '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+def _no_earlier(column: str, now: datetime) -> Greatest:
+    """`now`, or the column's stored time if later (another host's clock may be ahead):
+    a document's Last-Modified never moves back."""
+    return Greatest(F(column), Value(now, output_field=models.DateTimeField()))

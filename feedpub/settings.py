@@ -88,6 +88,10 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "rest_framework.authtoken",
+# Seconds after the second of a change before documents carry a Last-Modified for it
+# (archives/documents.py): a bound on how long a change takes from its stamp to being
+# visible, plus the clock difference between hosts.
+FEEDPUB_LAST_MODIFIED_SETTLE = envint("FEEDPUB_LAST_MODIFIED_SETTLE", "1")
     "drf_spectacular",
     "drf_spectacular_sidecar",  # the schema UI's assets, served locally (no CDN)
     "archives",

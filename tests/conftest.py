@@ -1,12 +1,14 @@
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from django.db import connection
 from lxml import etree, isoschematron
 
-from archives.pagecache import frozen_pages
+from archives import documents
+from archives.documents import final_pages, subscription_bodies
 
 from .factories import FeedFactory
 
@@ -26,9 +28,18 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(autouse=True)
 def _empty_page_cache():
     # Each test's database starts empty, so pages cached by an earlier test are stale.
-    frozen_pages.clear()
+    for cache in (final_pages, subscription_bodies):
+        cache.clear()
     yield
-    frozen_pages.clear()
+    for cache in (final_pages, subscription_bodies):
+        cache.clear()
+
+
+@pytest.fixture
+def settled(monkeypatch):
+    """Documents read as if a minute had passed since their last change, so that they
+    carry their Last-Modified (archives/documents.py sends none for the first seconds)."""
+    monkeypatch.setattr(documents, "now", lambda: datetime.now(tz=UTC) + timedelta(minutes=1))
 
 
 @pytest.fixture

@@ -5,7 +5,8 @@ from __future__ import annotations
 import random
 
 from archives import publishing
-from archives.models import Feed, Record, rfc3339
+from archives.formats import rfc3339
+from archives.models import Feed, Record
 from archives.sealing import seal_feed
 
 from .factories import FeedFactory, record_data

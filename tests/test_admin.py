@@ -9,6 +9,7 @@ from django.contrib.auth.models import User
 from lxml import html
 
 from archives import publishing
+from archives.documents import record_json
 from archives.models import ArchivePage, Entry, Feed, Record
 from archives.sealing import seal_feed
 
@@ -70,7 +71,7 @@ def test_adding_a_record_appends_one_create_entry(admin_client, feed):
 
     assert response.status_code == 302
     assert kinds(feed) == ["create"]
-    assert Record.objects.get(key="new-1").as_json()["links"] == record_data(7)["links"]
+    assert record_json(Record.objects.get(key="new-1"))["links"] == record_data(7)["links"]
 
 
 @pytest.mark.parametrize(("change", "why"), [
@@ -132,7 +133,7 @@ def test_deleted_records_can_be_found_and_restored(admin_client, feed):
     assert kinds(feed)[-1] == "create"
     restored = Record.objects.get(pk=gone.pk)
     assert not restored.is_deleted
-    assert restored.as_json()["metadata"] == record_data(2)["metadata"]
+    assert record_json(restored)["metadata"] == record_data(2)["metadata"]
 
 
 def test_records_are_searched_by_key_and_title(admin_client, feed):

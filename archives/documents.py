@@ -1,0 +1,304 @@
+"""Every document feedpub serves: one small class per kind, owning all it depends on.
+
+A document class knows its inputs (what its bytes are rendered from), its links, its
+validators and its bytes, as Django's syndication `Feed` and sitemaps' `Sitemap` keep
+all a document needs on one class. Views serve it (`views.serve`), sealing freezes it,
+caches key on its ETag: nobody lists its inputs again.
+
+Validators tell the truth to every cache (DESIGN.md "HTTP"), ours or not:
+- The ETag changes exactly when the bytes do: a hash of every input the bytes are
+  rendered from (and of the renderer's own source), or of the frozen bytes themselves.
+- Last-Modified moves forward whenever the bytes change. It follows `modified`, when the
+  bytes last changed (a write, a seal, a retitle, a page gaining next-archive), not the
+  newest entry's `updated`. HTTP dates have whole seconds, and caches send either our
+  Last-Modified or the Date of their copy as If-Modified-Since (RFC 9110 13.1.3), so the
+  date we send is the first whole second at which the change is certainly visible: the
+  second after `modified`, plus FEEDPUB_LAST_MODIFIED_SETTLE seconds that bound how long
+  a change takes from its stamp (just before its commit) to being visible, a response
+  from its read to its Date, and the clock difference between hosts. Until then a
+  document is sent without Last-Modified. A response that showed older bytes therefore
+  always carries an earlier Last-Modified and Date than the change, and If-Modified-Since
+  can be honoured (RFC 9110 8.8.2.2 calls dates without this care weak).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import UTC, datetime
+from functools import cached_property
+from pathlib import Path
+from typing import NamedTuple
+
+from django.conf import settings
+from django.utils.http import http_date
+
+from . import atom, fastsql
+from .formats import rfc3339
+from .models import ArchivePage, Feed, Record
+from .pagecache import PageCache
+
+IMMUTABLE = "public, max-age=31536000, immutable"
+JSON_TYPE = "application/json"
+
+# What rendering depends on besides data: the renderer itself. A release that renders
+# differently changes every ETag (so no cache keeps old bytes as current) and moves the
+# Last-Modified of documents rendered per request to no earlier than its files.
+_RENDERERS = [Path(atom.__file__), Path(__file__)]
+RENDERER = hashlib.sha256(b"".join(path.read_bytes() for path in _RENDERERS)).hexdigest()
+RENDERER_MODIFIED = datetime.fromtimestamp(max(path.stat().st_mtime for path in _RENDERERS),
+                                           tz=UTC)
+
+
+def now() -> datetime:
+    """The clock a document's Last-Modified is judged by (tests move it)."""
+    return datetime.now(tz=UTC)
+
+
+def change_stamp() -> datetime:
+    """The time to record as a document's `modified`, taken just before the change
+    commits. The wall clock itself, like `now`: tests that write entries at chosen
+    instants replace django's timezone.now, which must not move these."""
+    return datetime.now(tz=UTC)
+
+
+class Document:
+    """What every document answers with. Subclasses say what they are made of."""
+
+    content_type = atom.ATOM_TYPE
+    final = False  # its bytes never change again
+
+    def __init__(self, *, read_at: datetime):
+        # When its inputs were read (at the latest): no change committed before it is missing.
+        self.read_at = read_at
+
+    def etag(self) -> str:
+        raise NotImplementedError
+
+    def modified(self) -> datetime:
+        """When the bytes last changed."""
+        raise NotImplementedError
+
+    def links(self) -> list[tuple[str, str]]:
+        raise NotImplementedError
+
+    def body(self) -> bytes:
+        raise NotImplementedError
+
+    def cache_control(self) -> str:
+        return IMMUTABLE if self.final else f"public, max-age={settings.FEEDPUB_MAX_AGE}"
+
+    def last_modified(self) -> int | None:
+        """Last-Modified as seconds since the epoch: the first whole second at which the
+        last change is certainly visible, or None before it (see the module docstring)."""
+        visible = int(self.modified().timestamp()) + 1 + settings.FEEDPUB_LAST_MODIFIED_SETTLE
+        return visible if self.read_at.timestamp() >= visible else None
+
+    def headers(self) -> dict[str, str]:
+        headers = {"ETag": self.etag(), "Cache-Control": self.cache_control(),
+                   "Link": atom.link_header(self.links())}
+        last_modified = self.last_modified()
+        if last_modified is not None:
+            headers["Last-Modified"] = http_date(last_modified)
+        return headers
+
+
+def inputs_etag(*inputs) -> str:
+    """An ETag for bytes rendered from `inputs` by this release's renderer."""
+    state = repr((RENDERER, settings.FEEDPUB_BASE_URL, *inputs)).encode()
+    return '"' + hashlib.sha256(state).hexdigest()[:32] + '"'
+
+
+def bytes_etag(body: bytes) -> str:
+    return '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+
+
+class _Rendered(NamedTuple):
+    etag: str
+    body: bytes
+
+
+# The newest rendering of each feed's subscription document, keyed by slug and trusted
+# only while its ETag is current, so repeated polls between two writes render nothing.
+subscription_bodies = PageCache(max(settings.FEEDPUB_PAGE_CACHE_BYTES // 8, 1))
+
+
+class SubscriptionDocument(Document):
+    """/feeds/<slug>/: the unsealed entries, newest first."""
+
+    def __init__(self, feed: Feed, *, read_at: datetime):
+        super().__init__(read_at=read_at)
+        self.feed = feed
+
+    @classmethod
+    def for_slug(cls, slug: str) -> SubscriptionDocument:
+        """Raises Feed.DoesNotExist. One small query: a poll that finds nothing new
+        renders nothing (the ETag follows from the feed row alone)."""
+        read_at = now()
+        return cls(fastsql.feed_by_slug(slug), read_at=read_at)
+
+    @cached_property
+    def _etag(self) -> str:
+        feed = self.feed
+        # The entries sealed_seq+1..last_seq never change once written, so their range
+        # stands for them; content_updated is the updated of an empty document.
+        return inputs_etag("subscription", feed.uuid, feed.slug, feed.title, feed.subtitle,
+                           feed.author, feed.page_size, feed.sealed_pages, feed.last_seq,
+                           feed.content_updated)
+
+    def etag(self) -> str:
+        return self._etag
+
+    def modified(self) -> datetime:
+        return max(self.feed.subscription_modified, RENDERER_MODIFIED)
+
+    def links(self) -> list[tuple[str, str]]:
+        return atom.subscription_links(self.feed)
+
+    def body(self) -> bytes:
+        feed = self.feed
+        cached = subscription_bodies.get(feed.slug)
+        if cached is not None and cached.etag == self.etag():
+            return cached.body
+        rows = atom.entry_rows(feed, feed.sealed_seq + 1, feed.last_seq, newest_first=True)
+        body = atom.render_subscription(feed, rows)
+        subscription_bodies.put(feed.slug, _Rendered(self.etag(), body), size=len(body))
+        return body
+
+
+# Archive pages whose bytes are final, kept in each process (see archives/pagecache.py).
+final_pages = PageCache(settings.FEEDPUB_PAGE_CACHE_BYTES)
+
+
+class ArchiveDocument(Document):
+    """/feeds/<slug>/archives/<n>/: a sealed page, served from the bytes frozen when it
+    was sealed; the one change it may receive is its next-archive link."""
+
+    # The feed's columns a page is rendered from, besides its entries: the sealer reads
+    # them fresh before rendering.
+    feed_fields = ("slug", "uuid", "title", "subtitle", "author", "page_size")
+
+    def __init__(self, slug: str, number: int, *, body: bytes, etag: str, has_next: bool,
+                 modified: datetime, read_at: datetime):
+        super().__init__(read_at=read_at)
+        self.slug, self.number = slug, number
+        self._body, self._etag, self._modified = body, etag, modified
+        self.final = has_next
+
+    @classmethod
+    def for_page(cls, slug: str, number: int) -> ArchiveDocument:
+        """Raises ArchivePage.DoesNotExist. A final page is kept in memory from then on."""
+        cached = final_pages.get((slug, number))
+        if cached is not None:
+            return cached
+        read_at = now()
+        body, etag, has_next, modified = (
+            ArchivePage.objects.filter(feed__slug=slug, number=number)
+            .values_list("body", "etag", "has_next", "modified").get()
+        )
+        page = cls(slug, number, body=bytes(body), etag=etag, has_next=has_next,
+                   modified=modified, read_at=read_at)
+        if page.final and page.last_modified() is not None:
+            page.headers()  # final: computed once, while it is cached
+            final_pages.put((slug, number), page, size=len(page._body))
+        return page
+
+    @staticmethod
+    def freeze(feed: Feed, number: int, rows: list[atom.EntryRow], *, has_next: bool):
+        """The bytes and ETag of page `number` of `feed`, holding `rows` (oldest first)."""
+        body = atom.render_archive(feed, number, rows, has_next=has_next)
+        return body, bytes_etag(body)
+
+    @staticmethod
+    def link_next(slug: str, number: int, body: bytes):
+        """Page `number`'s bytes and ETag once it has its next-archive link."""
+        body = atom.add_next_archive(body, atom.archive_url(slug, number + 1))
+        return body, bytes_etag(body)
+
+    def etag(self) -> str:
+        return self._etag
+
+    def modified(self) -> datetime:
+        return self._modified
+
+    def links(self) -> list[tuple[str, str]]:
+        return atom.archive_links(self.slug, self.number, has_next=self.final)
+
+    def body(self) -> bytes:
+        return self._body
+
+    @cached_property
+    def _final_headers(self) -> dict[str, str]:
+        return super().headers()
+
+    def headers(self) -> dict[str, str]:
+        # A final page's headers never change: built once for the cached copy.
+        return self._final_headers if self.final else super().headers()
+
+
+def record_json(record: Record) -> dict:
+    """The record as the API and its own URL show it in JSON."""
+    return {
+        "key": record.key,
+        "atom_id": record.atom_id,
+        "title": record.title,
+        "summary": record.summary,
+        "metadata": record.metadata,
+        "links": record.links,
+        "created": rfc3339(record.created),
+        "updated": rfc3339(record.updated),
+        "deleted": record.is_deleted,
+        "url": settings.FEEDPUB_BASE_URL + record.get_absolute_url(),
+    }
+
+
+class RecordDocument(Document):
+    """/feeds/<slug>/records/<key>: a live record as an Atom Entry Document."""
+
+    content_type = atom.ATOM_ENTRY_TYPE
+
+    def __init__(self, record: Record, *, read_at: datetime):
+        super().__init__(read_at=read_at)
+        self.record = record
+
+    @classmethod
+    def for_key(cls, slug: str, key: str) -> RecordDocument:
+        """Raises Record.DoesNotExist."""
+        read_at = now()
+        record = Record.objects.select_related("feed").get(feed__slug=slug, key=key)
+        return cls(record, read_at=read_at)
+
+    def inputs(self) -> tuple:
+        record, feed = self.record, self.record.feed
+        # Every write to a record moves its `updated`, so it stands for the record's columns.
+        return (feed.uuid, feed.slug, feed.author, record.key, record.created, record.updated)
+
+    def etag(self) -> str:
+        return inputs_etag(type(self).__name__, *self.inputs())
+
+    def modified(self) -> datetime:
+        return max(self.record.updated, self.record.feed.description_modified,
+                   RENDERER_MODIFIED)
+
+    def links(self) -> list[tuple[str, str]]:
+        slug = self.record.feed.slug
+        return [("self", atom.record_url(slug, self.record.key)),
+                ("up", atom.subscription_url(slug))]
+
+    def body(self) -> bytes:
+        return atom.render_record(self.record)
+
+    def as_json(self) -> RecordJSONDocument:
+        """The same record in JSON (the API's shape)."""
+        return RecordJSONDocument(self.record, read_at=self.read_at)
+
+
+class RecordJSONDocument(RecordDocument):
+    content_type = JSON_TYPE
+
+    def inputs(self) -> tuple:
+        record, feed = self.record, self.record.feed
+        return (feed.uuid, feed.slug, record.key, record.created, record.updated)
+
+    def body(self) -> bytes:
+        return json.dumps(record_json(self.record), ensure_ascii=False, indent=2).encode()

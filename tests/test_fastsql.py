@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from archives import publishing
+from archives.fastsql import copy_sql, existing_records, feed_by_slug
+from archives.formats import record_atom_id
+from archives.models import Entry, Feed
+
+from .factories import FeedFactory, record_data
+
+
+def test_feed_by_slug_reads_the_same_feed_as_the_orm(db):
+    feed = FeedFactory(slug="books", title="Bøøks ✓", subtitle="")
+    publishing.put_record(feed=feed, key="a", data=record_data(1))
+    FeedFactory(slug="films")
+
+    fast, orm = feed_by_slug("books"), Feed.objects.get(slug="books")
+    for field in Feed._meta.concrete_fields:
+        assert getattr(fast, field.attname) == getattr(orm, field.attname), field.name
+    assert fast.last_updated.tzinfo is not None
+    assert fast.uuid == orm.uuid
+
+
+def test_feed_by_slug_raises_does_not_exist_for_an_unknown_slug(db):
+    with pytest.raises(Feed.DoesNotExist):
+        feed_by_slug("nope")
+
+
+@pytest.mark.parametrize("key", ["a", "collection-0001", "x" * 200, "Ünïcödé", "a.b_c~d-1"])
+def test_record_atom_id_is_the_uuid5_of_the_feed_uuid_and_key(key):
+    feed_uuid = uuid.UUID("0492efcc-6fb0-440b-9298-fbb452fc5427")
+    assert record_atom_id(feed_uuid, key) == uuid.uuid5(feed_uuid, key).urn
+
+
+def test_feed_by_slug_runs_one_indexed_lookup_by_slug(db):
+    FeedFactory(slug="books")
+    with CaptureQueriesContext(connection) as queries:
+        feed_by_slug("books")
+        feed_by_slug("books")  # compiled once, executed twice
+    assert len(queries) == 2
+    sql = queries[0]["sql"]
+    assert sql.startswith('SELECT "archives_feed"."id"')
+    assert sql.endswith('FROM "archives_feed" WHERE "archives_feed"."slug" = \'books\'')
+    assert "ORDER BY" not in sql
+
+
+def test_existing_records_probes_the_index_once_per_key(db):
+    feed = FeedFactory(slug="books")
+    for key in ("a", "b"):
+        publishing.put_record(feed=feed, key=key, data=record_data(1))
+    with CaptureQueriesContext(connection) as queries:
+        found = sorted(record.key for record in existing_records(feed, ["a", "b", "zz"]))
+    assert found == ["a", "b"]
+    sql = queries[0]["sql"]
+    if connection.vendor == "postgresql":
+        assert "CROSS JOIN LATERAL" in sql
+        assert "WHERE feed_id = " in sql
+        assert "LIMIT 1" in sql
+    else:
+        assert '"archives_record"."key" IN (' in sql
+
+
+def test_copy_names_the_table_and_columns_it_fills(db):
+    assert copy_sql(Entry, ("feed_id", "seq")) == \
+        'COPY "archives_entry" ("feed_id", "seq") FROM STDIN'
