@@ -1,0 +1,186 @@
+"""The deploy nginx, run for real: deploy/nginx/feedpub.conf.template rendered as the nginx
+image renders it (envsubst of the compose file's variables), included in a minimal
+nginx.conf of our own, in front of any HTTP server (the live server, or a stub).
+
+Without nginx these tests skip; with FEEDPUB_REQUIRE_NGINX set (.ci/run sets it) they fail
+instead, so that CI never passes without having run them.
+"""
+
+from __future__ import annotations
+
+import grp
+import http.client
+import os
+import pwd
+import re
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TEMPLATE = ROOT / "deploy" / "nginx" / "feedpub.conf.template"
+VARIABLES = ("NGINX_PORT", "FEEDPUB_UPSTREAM", "NGINX_CACHE_DIR", "NGINX_CACHE_SIZE")
+
+
+def nginx_binary() -> str | None:
+    found = shutil.which("nginx")
+    if found:
+        return found
+    return next((path for path in ("/usr/sbin/nginx", "/usr/local/sbin/nginx")
+                 if os.access(path, os.X_OK)), None)
+
+
+def require_nginx() -> str:
+    """The nginx binary. Without one: skip, or fail when FEEDPUB_REQUIRE_NGINX is set."""
+    binary = nginx_binary()
+    if binary is None:
+        message = "needs nginx (Debian: apt-get install -y nginx-light)"
+        if os.environ.get("FEEDPUB_REQUIRE_NGINX"):
+            pytest.fail(f"{message}; FEEDPUB_REQUIRE_NGINX is set, so this is an error")
+        pytest.skip(message)
+    return binary
+
+
+def envsubst(text: str, values: dict[str, str]) -> str:
+    """What `envsubst '$NAME ...'` does (the nginx image's 20-envsubst-on-templates.sh):
+    `${NAME}` and `$NAME` of the given names are replaced, every other `$` is left alone."""
+    names = "|".join(re.escape(name) for name in values)
+    pattern = re.compile(rf"\$(?:\{{({names})\}}|({names})(?![A-Za-z0-9_]))")
+    return pattern.sub(lambda match: values[match.group(1) or match.group(2)], text)
+
+
+def render_template(values: dict[str, str]) -> str:
+    assert set(values) == set(VARIABLES), "render with exactly the compose file's variables"
+    return envsubst(TEMPLATE.read_text(), values)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def main_config(workdir: Path, include: Path) -> str:
+    """A minimal nginx.conf: everything in `workdir`, workers run as the current user."""
+    user = ""
+    if os.geteuid() == 0:  # else nginx runs its workers as nobody, who cannot use workdir
+        user = f"user {pwd.getpwuid(os.geteuid()).pw_name} {grp.getgrgid(os.getegid()).gr_name};"
+    temp = workdir / "temp"
+    return f"""
+daemon off;
+worker_processes 1;
+{user}
+pid {workdir}/nginx.pid;
+error_log {workdir}/error.log info;
+events {{ worker_connections 256; }}
+http {{
+    access_log {workdir}/access.log;
+    client_body_temp_path {temp}/body;
+    proxy_temp_path {temp}/proxy;
+    fastcgi_temp_path {temp}/fastcgi;
+    uwsgi_temp_path {temp}/uwsgi;
+    scgi_temp_path {temp}/scgi;
+    include {include};
+}}
+"""
+
+
+@dataclass
+class Response:
+    status: int
+    headers: http.client.HTTPMessage
+    body: bytes
+
+    def header(self, name: str) -> str | None:
+        return self.headers.get(name)
+
+
+@dataclass
+class Nginx:
+    """nginx with the deploy template in front of `upstream` (host:port)."""
+
+    workdir: Path
+    upstream: str
+    edit: object = None  # a function applied to the rendered template (tests of options)
+    port: int = field(default_factory=free_port)
+    listen: str | None = None  # NGINX_PORT, if not 127.0.0.1:port
+    process: subprocess.Popen | None = None
+
+    @property
+    def config(self) -> Path:
+        return self.workdir / "nginx.conf"
+
+    def write_config(self) -> None:
+        (self.workdir / "temp").mkdir(parents=True, exist_ok=True)
+        (self.workdir / "cache").mkdir(exist_ok=True)
+        text = render_template({
+            "NGINX_PORT": self.listen or f"127.0.0.1:{self.port}",
+            "FEEDPUB_UPSTREAM": self.upstream,
+            "NGINX_CACHE_DIR": str(self.workdir / "cache"),
+            "NGINX_CACHE_SIZE": "64m",
+        })
+        if self.edit is not None:
+            text = self.edit(text)
+        (self.workdir / "feedpub.conf").write_text(text)
+        self.config.write_text(main_config(self.workdir, self.workdir / "feedpub.conf"))
+
+    def command(self, *extra: str) -> list[str]:
+        return [require_nginx(), "-p", str(self.workdir), "-c", str(self.config),
+                "-e", str(self.workdir / "error.log"), *extra]
+
+    def test_config(self) -> subprocess.CompletedProcess:
+        """`nginx -t` on the configuration."""
+        self.write_config()
+        return subprocess.run(self.command("-t"), capture_output=True, text=True,  # noqa: S603
+                              check=False, timeout=30)
+
+    def start(self) -> Nginx:
+        self.write_config()
+        self.process = subprocess.Popen(self.command(), stdout=subprocess.DEVNULL,  # noqa: S603
+                                        stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"nginx exited: {self.process.stderr.read().decode()}\n"
+                                   f"{self.error_log()}")
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                return self
+            except OSError:
+                time.sleep(0.02)
+        self.stop()
+        raise RuntimeError(f"nginx did not listen on {self.port}\n{self.error_log()}")
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.terminate()  # fast shutdown, workers too
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=10)
+        self.process.stderr.close()
+
+    def error_log(self) -> str:
+        path = self.workdir / "error.log"
+        return path.read_text() if path.exists() else ""
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def request(self, path: str, headers: dict[str, str] | None = None,
+                method: str = "GET") -> Response:
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=15)
+        try:
+            connection.request(method, path, headers=headers or {})
+            answer = connection.getresponse()
+            return Response(answer.status, answer.headers, answer.read())
+        finally:
+            connection.close()

@@ -1,0 +1,281 @@
+"""The deploy nginx (deploy/nginx/feedpub.conf.template), run for real in front of the live
+server: what a client gets through it, with its cache, after the origin's documents change.
+
+The cache must never make things worse than asking feedpub itself: no expired copy while
+feedpub answers, no 304 to a client whose copy is outdated, `immutable` only on the bytes
+that are final. Needs nginx (tests/nginx_server.py: skipped without it, an error in CI).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import threading
+import time
+from email.utils import parsedate_to_datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, quote, urlsplit
+
+import pytest
+
+from archives import publishing
+from archives.models import Feed
+from archives.sealing import seal_feed
+
+from . import nginx_server
+from .factories import FeedFactory, record_data
+from .nginx_server import Nginx, require_nginx
+
+MAX_AGE = 2  # seconds: FEEDPUB_MAX_AGE, short so that copies expire within a test
+NEXT_ARCHIVE = b'rel="next-archive"'
+FEED = "/feeds/deployed/"
+PAGE_1 = "/feeds/deployed/archives/1/"
+
+
+@pytest.fixture
+def deployed(live_server, settings, transactional_db, tmp_path):
+    """nginx with the deploy template in front of the live server."""
+    require_nginx()
+    nginx = Nginx(tmp_path / "nginx", f"127.0.0.1:{live_server.thread.port}")
+    settings.FEEDPUB_MAX_AGE = MAX_AGE
+    settings.FEEDPUB_BASE_URL = nginx.url  # before any page is sealed: pages keep it
+    nginx.start()
+    yield nginx
+    nginx.stop()
+
+
+def write(feed: Feed, numbers) -> None:
+    """Puts through the write path, then seal every full page."""
+    for n in numbers:
+        publishing.put_record(feed=feed, key=f"k{n}", data=record_data(n))
+    seal_feed(Feed.objects.get(pk=feed.pk))
+
+
+def wait_until_expired(response) -> None:
+    """Sleep until nginx's copy of `response` has expired. nginx counts in whole seconds
+    from when it stored the copy (its Date): fresh while its clock is at most Date +
+    max-age, so expired from Date + max-age + 1."""
+    stored = parsedate_to_datetime(response.header("Date")).timestamp()
+    delay = stored + MAX_AGE + 1 + 0.05 - time.time()
+    if delay > 0:
+        time.sleep(delay)
+
+
+def start_of_a_second() -> None:
+    time.sleep(1.01 - time.time() % 1)
+
+
+def describe(response) -> str:
+    return f"{response.status} {dict(response.headers)}"
+
+
+# (1) A page that gains its next-archive link -------------------------------------------
+
+@pytest.mark.parametrize("validator", ["If-Modified-Since", "If-None-Match"])
+def test_a_page_that_gained_next_archive_is_never_304_on_its_old_validators(deployed,
+                                                                           validator):
+    feed = FeedFactory(slug="deployed", page_size=3)
+    write(feed, range(3))  # page 1 is sealed and is the newest page
+    first = deployed.request(PAGE_1)
+    assert first.status == 200
+    assert NEXT_ARCHIVE not in first.body
+    assert "immutable" not in first.header("Cache-Control")
+
+    write(feed, range(3, 6))  # page 2 is sealed: page 1 gains its next-archive link
+    wait_until_expired(first)
+    if validator == "If-Modified-Since":
+        # Its Last-Modified; without one, when it was received (what caches then send).
+        value = first.header("Last-Modified") or first.header("Date")
+    else:
+        value = first.header("ETag")
+    again = deployed.request(PAGE_1, {validator: value})
+
+    assert again.status == 200, describe(again)
+    assert again.header("X-Cache-Status") in {"EXPIRED", "MISS"}, describe(again)
+    assert NEXT_ARCHIVE in again.body
+    assert again.header("Cache-Control") == "public, max-age=31536000, immutable"
+    assert again.header("ETag") != first.header("ETag")
+    # From now on nginx answers from its copy, which is final.
+    cached = deployed.request(PAGE_1)
+    assert cached.header("X-Cache-Status") == "HIT"
+    assert cached.body == again.body
+
+
+# (2) A write in the second of a poll ---------------------------------------------------
+
+def test_a_write_in_the_same_second_as_a_poll_is_never_hidden_by_a_304(deployed):
+    feed = FeedFactory(slug="deployed", page_size=100)
+    write(feed, range(2))
+    start_of_a_second()  # so that the poll and the write fall within one second
+    first = deployed.request(FEED)
+    publishing.put_record(feed=feed, key="late", data=record_data(99, title="Written late"))
+    assert first.status == 200
+    assert b"Written late" not in first.body
+
+    wait_until_expired(first)
+    since = first.header("Last-Modified") or first.header("Date")
+    again = deployed.request(FEED, {"If-Modified-Since": since})
+
+    assert again.status == 200, describe(again)
+    assert b"Written late" in again.body
+    assert again.header("X-Cache-Status") in {"EXPIRED", "MISS"}, describe(again)
+
+
+# (3) A final page from nginx's cache ---------------------------------------------------
+
+def test_a_final_page_is_served_from_the_cache_with_304s(deployed):
+    feed = FeedFactory(slug="deployed", page_size=3)
+    write(feed, range(6))  # pages 1 and 2: page 1 has its next-archive link
+    first = deployed.request(PAGE_1)
+    assert first.status == 200
+    assert NEXT_ARCHIVE in first.body
+    assert first.header("Cache-Control") == "public, max-age=31536000, immutable"
+
+    second = deployed.request(PAGE_1)
+    assert second.header("X-Cache-Status") == "HIT"
+    assert second.body == first.body
+    assert second.header("ETag") == first.header("ETag")
+
+    by_etag = deployed.request(PAGE_1, {"If-None-Match": first.header("ETag")})
+    assert by_etag.status == 304, describe(by_etag)
+    assert by_etag.header("X-Cache-Status") == "HIT"
+    assert by_etag.body == b""
+
+
+def test_documents_are_gzipped_and_revalidate_by_their_weak_etag(deployed):
+    feed = FeedFactory(slug="deployed", page_size=3)
+    write(feed, range(6))
+    plain = deployed.request(PAGE_1)
+    zipped = deployed.request(PAGE_1, {"Accept-Encoding": "gzip"})
+    assert zipped.header("Content-Encoding") == "gzip"
+    assert gzip.decompress(zipped.body) == plain.body
+    assert "Accept-Encoding" in zipped.header("Vary")
+    assert zipped.header("ETag") == "W/" + plain.header("ETag")
+    again = deployed.request(PAGE_1, {"Accept-Encoding": "gzip",
+                                      "If-None-Match": zipped.header("ETag")})
+    assert again.status == 304, describe(again)
+
+
+# The proxy's own behaviour, in front of a stub upstream --------------------------------
+
+STUB_DATE = "Mon, 01 Jan 2024 00:00:00 GMT"
+
+
+class StubHandler(BaseHTTPRequestHandler):
+    """/echo: the request's headers as JSON; /typed?type=T: 4 KB of type T; anything
+    under /feeds/: one fixed, cacheable document with an ETag and a Last-Modified."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        url = urlsplit(self.path)
+        headers = {"Content-Type": "text/plain"}
+        if url.path == "/echo":
+            body = json.dumps({k.lower(): v for k, v in self.headers.items()}).encode()
+        elif url.path == "/typed":
+            headers["Content-Type"] = parse_qs(url.query)["type"][0]
+            body = b"<item>compressible</item>\n" * 160
+        elif url.path.startswith("/feeds/"):
+            body = b"<feed>version 1</feed>\n"
+            headers.update({"Content-Type": "application/atom+xml", "ETag": '"v1"',
+                            "Last-Modified": STUB_DATE, "Cache-Control": "public, max-age=60"})
+        else:
+            self.send_error(404)
+            return
+        self.send_response(200)
+        for name, value in {**headers, "Content-Length": str(len(body))}.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def stub_upstream():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), StubHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def stub_nginx(stub_upstream, tmp_path):
+    require_nginx()
+    nginx = Nginx(tmp_path / "nginx", stub_upstream).start()
+    yield nginx
+    nginx.stop()
+
+
+def test_the_forwarded_scheme_is_nginx_own_not_the_client_claim(stub_nginx):
+    seen = json.loads(stub_nginx.request("/echo", {"X-Forwarded-Proto": "https"}).body)
+    assert seen["x-forwarded-proto"] == "http"
+
+
+def trust_localhost(text: str) -> str:
+    edited = text.replace("    default 0;\n", "    default 0;\n    127.0.0.1/32 1;\n", 1)
+    assert edited != text
+    return edited
+
+
+def test_a_trusted_proxy_forwarded_scheme_is_passed_on(stub_upstream, tmp_path):
+    require_nginx()
+    nginx = Nginx(tmp_path / "nginx", stub_upstream, edit=trust_localhost).start()
+    try:
+        def scheme(claimed):
+            headers = {"X-Forwarded-Proto": claimed} if claimed else {}
+            return json.loads(nginx.request("/echo", headers).body)["x-forwarded-proto"]
+        assert scheme("https") == "https"
+        assert scheme("http") == "http"
+        assert scheme(None) == "http"
+        assert scheme("gopher") == "http"  # only http or https, even from a trusted proxy
+    finally:
+        nginx.stop()
+
+
+@pytest.mark.parametrize("content_type", [
+    "application/atom+xml; charset=utf-8", "application/rss+xml; charset=utf-8",
+    "application/json", "application/xml",
+])
+def test_feeds_and_json_are_gzipped(stub_nginx, content_type):
+    path = "/typed?type=" + quote(content_type)
+    answer = stub_nginx.request(path, {"Accept-Encoding": "gzip", "Via": "1.1 a-proxy"})
+    assert answer.header("Content-Encoding") == "gzip"
+    assert answer.header("Vary") == "Accept-Encoding"
+    assert gzip.decompress(answer.body).startswith(b"<item>")
+
+
+def test_a_date_revalidates_documents_exactly_but_never_linked_pages(stub_nginx):
+    """`if_modified_since exact` under /feeds/, `off` for the linked pages, whose open page
+    changes without its Last-Modified moving."""
+    for path in ("/feeds/x/", "/feeds/x/pages/1"):
+        assert stub_nginx.request(path).status == 200
+        assert stub_nginx.request(path).header("X-Cache-Status") == "HIT"
+    exact = {"If-Modified-Since": STUB_DATE}
+    later = {"If-Modified-Since": "Tue, 02 Jan 2024 00:00:00 GMT"}
+    assert stub_nginx.request("/feeds/x/", exact).status == 304
+    assert stub_nginx.request("/feeds/x/", later).status == 200
+    assert stub_nginx.request("/feeds/x/pages/1", exact).status == 200
+    assert stub_nginx.request("/feeds/x/pages/1", {"If-None-Match": '"v1"'}).status == 304
+
+
+def test_a_client_sending_both_validators_gets_304_when_both_match(stub_nginx):
+    """Browsers, feed readers and caches send If-None-Match and If-Modified-Since together;
+    nginx's `if_modified_since off` would answer every such request in full."""
+    assert stub_nginx.request("/feeds/x/").status == 200
+    both = {"If-None-Match": '"v1"', "If-Modified-Since": STUB_DATE}
+    assert stub_nginx.request("/feeds/x/", both).status == 304
+    assert stub_nginx.request("/feeds/x/", {**both, "If-None-Match": '"v0"'}).status == 200
+
+
+def test_without_nginx_these_tests_skip_but_fail_in_ci(monkeypatch):
+    monkeypatch.setattr(nginx_server, "nginx_binary", lambda: None)
+    monkeypatch.delenv("FEEDPUB_REQUIRE_NGINX", raising=False)
+    with pytest.raises(pytest.skip.Exception):
+        require_nginx()
+    monkeypatch.setenv("FEEDPUB_REQUIRE_NGINX", "1")  # .ci/run sets it
+    with pytest.raises(pytest.fail.Exception):
+        require_nginx()
