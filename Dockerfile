@@ -7,6 +7,9 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     DJANGO_SETTINGS_MODULE=feedpub.settings
+# The image runs production settings: SECRET_KEY is then required, and HTTPS hardening is
+# on (feedpub/settings.py). The DEBUG=true default is for `manage.py runserver` in a checkout.
+ENV DEBUG=false
 
 WORKDIR /app
 
@@ -20,12 +23,13 @@ COPY . .
 
 # Static files are collected into the image and served by whitenoise; the build needs a
 # throwaway key because settings refuse to load without one when DEBUG is off.
-RUN DEBUG=false SECRET_KEY=collectstatic-only-not-a-secret python manage.py collectstatic --noinput \
+RUN SECRET_KEY=collectstatic-only-not-a-secret python manage.py collectstatic --noinput \
     && useradd --system --uid 10001 --home-dir /app feedpub
 
 USER feedpub
 EXPOSE 8000
+# GET /healthz with a Host that ALLOWED_HOSTS accepts (deploy/healthcheck.py).
 HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 \
-    CMD python -c "import urllib.request, sys; sys.exit(urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=2).status != 200)"
+    CMD ["python", "deploy/healthcheck.py"]
 ENTRYPOINT ["deploy/entrypoint.sh"]
 CMD ["web"]

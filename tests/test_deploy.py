@@ -1,19 +1,29 @@
 """The deployment files agree with each other and with what the benchmark runs, the
-production settings pass `check --deploy`, and /healthz answers for the database."""
+production settings pass `check --deploy`, /healthz answers for the database, and the
+container health check passes whatever ALLOWED_HOSTS says. (tests/test_nginx.py runs the
+nginx template for real.)"""
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 from unittest import mock
 
 import pytest
 import yaml
 from django.db import DatabaseError
+from django.http.request import validate_host
 from django.urls import reverse
+
+from .nginx_server import VARIABLES, Nginx, render_template, require_nginx
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
@@ -72,10 +82,12 @@ def test_the_benchmark_runs_the_same_commands_as_compose():
 
 def test_compose_nginx_renders_the_template_the_benchmark_renders():
     nginx = SERVICES["nginx"]
-    mount = f"./deploy/nginx/{TEMPLATE.name}:/etc/nginx/templates/{TEMPLATE.name}:ro"
+    # Rendered as conf.d/default.conf, it replaces the image's welcome server (which would
+    # answer requests for Host "localhost").
+    mount = f"./deploy/nginx/{TEMPLATE.name}:/etc/nginx/templates/default.conf.template:ro"
     assert mount in nginx["volumes"]
     variables = set(re.findall(r"\$\{(\w+)\}", TEMPLATE.read_text()))
-    assert variables == set(nginx["environment"])
+    assert variables == set(nginx["environment"]) == set(VARIABLES)
     assert nginx["environment"]["FEEDPUB_UPSTREAM"] == "web:8000"
     assert SERVICES["web"]["environment"]["GUNICORN_BIND"] == "0.0.0.0:8000"
 
@@ -88,6 +100,67 @@ def test_nginx_caches_documents_and_passes_the_rest_through():
     assert "proxy_cache" not in locations["/"]
 
 
+def test_nginx_serves_an_expired_copy_only_when_feedpub_fails():
+    text = re.sub(r"#.*", "", TEMPLATE.read_text())
+    stale = re.findall(r"proxy_cache_use_stale ([^;]*);", text)
+    assert stale == ["error timeout http_500 http_502 http_503 http_504"]
+    assert "proxy_cache_background_update" not in text
+
+
+def test_the_template_keeps_the_comment_naming_its_variables():
+    head = TEMPLATE.read_text().split("\n\n")[0]
+    assert all(name in head for name in VARIABLES)
+
+
+def test_the_template_renders_and_nginx_accepts_it(tmp_path):
+    require_nginx()
+    # The compose file's values, but an upstream and a cache directory that exist here
+    # (nginx -t resolves upstream names and creates the cache directory).
+    environment = SERVICES["nginx"]["environment"]
+    nginx = Nginx(tmp_path, "127.0.0.1:8000", listen=environment["NGINX_PORT"])
+    nginx.write_config()
+    assert "${" not in (tmp_path / "feedpub.conf").read_text()
+    result = nginx.test_config()
+    assert result.returncode == 0, result.stderr
+    assert "test is successful" in result.stderr
+
+
+def test_the_renderer_does_what_envsubst_does():
+    if shutil.which("envsubst") is None:
+        pytest.skip("needs envsubst (gettext-base)")
+    values = {"NGINX_PORT": "80", "FEEDPUB_UPSTREAM": "web:8000",
+              "NGINX_CACHE_DIR": "/var/cache/nginx/feedpub", "NGINX_CACHE_SIZE": "2g"}
+    shell_format = " ".join(f"${{{name}}}" for name in values)
+    real = subprocess.run(["envsubst", shell_format], input=TEMPLATE.read_text(),  # noqa: S603, S607
+                          env={**os.environ, **values}, capture_output=True, text=True,
+                          check=True).stdout
+    assert render_template(values) == real
+
+
+def test_only_nginx_is_published():
+    published = [name for name, service in SERVICES.items() if "ports" in service]
+    assert published == ["nginx"]
+    assert SERVICES["web"]["expose"] == ["8000"]
+
+
+def test_the_image_defaults_to_production_settings():
+    dockerfile = (ROOT / "Dockerfile").read_text().replace("\\\n", " ")
+    image_env = dict(re.findall(r"(\w+)=(\S+)", " ".join(
+        line[len("ENV "):] for line in dockerfile.splitlines() if line.startswith("ENV "))))
+    assert image_env["DEBUG"] == "false"
+    env = {key: value for key, value in os.environ.items() if key != "DEBUG"}
+    result = manage("shell", "-c", "from django.conf import settings; print(settings.DEBUG)",
+                    env={**env, **image_env, "SECRET_KEY": "x8#Lq" * 12})
+    assert result.stdout.strip().splitlines()[-1] == "False", result.stderr
+
+
+def test_the_page_cache_is_sized_from_the_environment():
+    for name in ("web", "sealer", "migrate"):
+        size = SERVICES[name]["environment"]["FEEDPUB_PAGE_CACHE_BYTES"]
+        assert size == "${FEEDPUB_PAGE_CACHE_BYTES:-67108864}"
+    assert "\nFEEDPUB_PAGE_CACHE_BYTES=67108864\n" in (ROOT / ".env.example").read_text()
+
+
 def test_postgres_has_a_volume_and_a_health_check_that_the_app_waits_for():
     db = SERVICES["db"]
     assert any(v.endswith(":/var/lib/postgresql/data") for v in db["volumes"])
@@ -96,7 +169,7 @@ def test_postgres_has_a_volume_and_a_health_check_that_the_app_waits_for():
     assert SERVICES["web"]["depends_on"]["migrate"]["condition"] == (
         "service_completed_successfully"
     )
-    assert "/healthz" in " ".join(SERVICES["web"]["healthcheck"]["test"])
+    assert SERVICES["web"]["healthcheck"]["test"] == HEALTHCHECK
 
 
 def test_every_variable_compose_needs_is_in_the_committed_env_example():
@@ -162,3 +235,57 @@ def test_healthz_answers_503_when_the_database_does_not(client, db):
 @pytest.mark.parametrize("method", ["post", "put", "delete"])
 def test_healthz_refuses_writes(client, db, method):
     assert getattr(client, method)(reverse("healthz")).status_code == 405
+
+
+# The container health check (deploy/healthcheck.py) --------------------------------------
+
+HEALTHCHECK = ["CMD", "python", "deploy/healthcheck.py"]
+
+
+def healthcheck_module():
+    spec = importlib.util.spec_from_file_location("healthcheck", ROOT / "deploy" / "healthcheck.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_image_and_compose_run_the_same_health_check():
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert f"CMD {json.dumps(HEALTHCHECK[1:])}" in dockerfile
+    assert SERVICES["web"]["healthcheck"]["test"] == HEALTHCHECK
+
+
+@pytest.mark.parametrize(("allowed", "host"), [
+    (["feeds.example.org", "localhost"], "feeds.example.org"),
+    ([".example.org"], "example.org"),
+    (["*"], "localhost"),
+    ([], "localhost"),
+])
+def test_the_health_check_sends_a_host_that_allowed_hosts_accepts(allowed, host):
+    assert healthcheck_module().allowed_host(allowed) == host
+    if allowed:
+        assert validate_host(host, allowed)
+
+
+@pytest.mark.parametrize(("bind", "url"), [
+    ("0.0.0.0:8000", "http://127.0.0.1:8000/healthz"),
+    ("[::]:8001", "http://[::1]:8001/healthz"),
+    ("10.1.2.3:9000", "http://10.1.2.3:9000/healthz"),
+])
+def test_the_health_check_asks_gunicorn_where_it_listens(bind, url):
+    assert healthcheck_module().health_url(bind) == url
+
+
+def test_the_container_health_check_passes_whatever_allowed_hosts_says(live_server, settings,
+                                                                       transactional_db):
+    settings.ALLOWED_HOSTS = ["feeds.example.org"]  # as in .env.example
+    port = live_server.thread.port
+    env = {**os.environ, "ALLOWED_HOSTS": "feeds.example.org", "GUNICORN_BIND": f"0.0.0.0:{port}",
+           "DJANGO_SETTINGS_MODULE": "feedpub.settings"}
+    result = subprocess.run([sys.executable, "deploy/healthcheck.py"], cwd=ROOT, env=env,  # noqa: S603
+                            capture_output=True, text=True, check=False, timeout=30)
+    assert result.returncode == 0, result.stderr
+    # What the check asked before: Host 127.0.0.1, which such a deployment refuses.
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5)  # noqa: S310
+    assert refused.value.code == 400
