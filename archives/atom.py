@@ -42,9 +42,12 @@ class EntryRow(NamedTuple):
     summary: str
     links: list
     key: str
+    metadata: dict | None
+    created: datetime  # the record's
 
 
-ENTRY_ROW_COLUMNS = ("seq", "kind", "updated", "title", "summary", "links", "record__key")
+ENTRY_ROW_COLUMNS = ("seq", "kind", "updated", "title", "summary", "links", "record__key",
+                     "metadata", "record__created")
 
 
 def entry_rows(feed: Feed, first_seq: int, last_seq: int | None = None, *, newest_first=False):
@@ -75,6 +78,11 @@ def _path(name: str, *args: str | int) -> str:
 def _forget_paths(*, setting: str, **kwargs) -> None:
     if setting == "ROOT_URLCONF":
         _path.cache_clear()
+
+
+def url(name: str, *args: str | int) -> str:
+    """The absolute URL of a route, the same from any request or command."""
+    return absolute(_path(name, *args))
 
 
 def subscription_url(slug: str) -> str:

@@ -31,11 +31,12 @@ from pathlib import Path
 from typing import NamedTuple
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.utils.http import http_date
 
-from . import atom, fastsql
+from . import atom, fastsql, linkedpages
 from .formats import rfc3339
-from .models import ArchivePage, Feed, Record
+from .models import ArchivePage, Feed, Record, Snapshot, SnapshotPage
 from .pagecache import PageCache
 
 IMMUTABLE = "public, max-age=31536000, immutable"
@@ -67,6 +68,8 @@ class Document:
 
     content_type = atom.ATOM_TYPE
     final = False  # its bytes never change again
+    # Answer If-Modified-Since (else only If-None-Match): see the module docstring.
+    honours_if_modified_since = True
 
     def __init__(self, *, read_at: datetime):
         # When its inputs were read (at the latest): no change committed before it is missing.
@@ -302,3 +305,242 @@ class RecordJSONDocument(RecordDocument):
 
     def body(self) -> bytes:
         return json.dumps(record_json(self.record), ensure_ascii=False, indent=2).encode()
+
+
+class LinkedPageDocument(Document):
+    """/feeds/<slug>/pages/<n>: the entries of archive page n as a linked-pages page
+    (archives/linkedpages.py). Its body is frozen when the page is sealed; only its
+    `Link` headers gain `next`, once a later page exists.
+
+    The format asks for the page's Last-Modified to be its last entity's, so it does not
+    move when the page gains `next`: revalidation is by ETag only (which covers `next`).
+    """
+
+    honours_if_modified_since = False
+
+    def __init__(self, feed: Feed, number: int, *, body: bytes, last_updated: datetime,
+                 read_at: datetime):
+        super().__init__(read_at=read_at)
+        self.feed, self.number = feed, number
+        self._body, self._last_updated = body, last_updated
+        self.has_next = number < feed.sealed_pages or feed.last_seq > feed.sealed_seq
+        self.final = self.has_next
+        self.content_type = linkedpages.content_type_of(body)
+
+    @classmethod
+    def for_page(cls, slug: str, number: int) -> LinkedPageDocument:
+        """The sealed page `number`, or the open page after them; raises
+        ArchivePage.DoesNotExist when there is no such page (a page is never empty)."""
+        cached = final_pages.get(("linked", slug, number))
+        if cached is not None:
+            return cached
+        read_at = now()
+        try:
+            feed = fastsql.feed_by_slug(slug)
+        except Feed.DoesNotExist:
+            raise ArchivePage.DoesNotExist(f"No feed {slug!r}") from None
+        if number == feed.sealed_pages + 1 and feed.last_seq > feed.sealed_seq:
+            return OpenLinkedPageDocument(feed, read_at=read_at)
+        body, first_seq, last_seq, last_updated = (
+            ArchivePage.objects.filter(feed=feed, number=number)
+            .values_list("multipart", "first_seq", "last_seq", "last_updated").get())
+        if body is None:  # sealed before linked pages were stored with it (migration 0004)
+            body, _ = linkedpages.render_page(feed, atom.entry_rows(feed, first_seq, last_seq))
+        page = cls(feed, number, body=bytes(body), last_updated=last_updated, read_at=read_at)
+        if page.final:
+            page.headers()
+            final_pages.put(("linked", slug, number), page, size=len(page._body))
+        return page
+
+    @cached_property
+    def _etag(self) -> str:
+        return bytes_etag(self._body)[:-1] + ("-next" if self.has_next else "") + '"'
+
+    def etag(self) -> str:
+        return self._etag
+
+    def modified(self) -> datetime:
+        return self._last_updated
+
+    def last_modified(self) -> int:
+        return int(self._last_updated.timestamp())
+
+    def links(self) -> list[tuple[str, str]]:
+        return linkedpages.page_links(self.feed.slug, self.number, has_next=self.has_next)
+
+    def body(self) -> bytes:
+        return self._body
+
+    @cached_property
+    def _final_headers(self) -> dict[str, str]:
+        return super().headers()
+
+    def headers(self) -> dict[str, str]:
+        return self._final_headers if self.final else super().headers()
+
+
+class OpenLinkedPageDocument(Document):
+    """The linked-pages page after the sealed ones: the unsealed entries, oldest first.
+    It gains entities, possibly several within one second under one Last-Modified (the
+    format's rule): revalidation is by ETag only."""
+
+    honours_if_modified_since = False
+
+    def __init__(self, feed: Feed, *, read_at: datetime):
+        super().__init__(read_at=read_at)
+        self.feed = feed
+        self.number = feed.sealed_pages + 1
+
+    @cached_property
+    def _etag(self) -> str:
+        feed = self.feed
+        return inputs_etag("open linked page", feed.uuid, feed.slug, feed.page_size,
+                           feed.sealed_pages, feed.last_seq)
+
+    def etag(self) -> str:
+        return self._etag
+
+    def modified(self) -> datetime:
+        return self.feed.last_updated
+
+    def last_modified(self) -> int:
+        return int(self.feed.last_updated.timestamp())
+
+    def links(self) -> list[tuple[str, str]]:
+        return linkedpages.page_links(self.feed.slug, self.number, has_next=False)
+
+    @cached_property
+    def _rendered(self) -> _Rendered:
+        feed = self.feed
+        key = ("linked", feed.slug)
+        cached = subscription_bodies.get(key)
+        if cached is not None and cached.etag == self.etag():
+            return cached
+        rows = atom.entry_rows(feed, feed.sealed_seq + 1, feed.last_seq)
+        body, _ = linkedpages.render_page(feed, rows)
+        rendered = _Rendered(self.etag(), body)
+        subscription_bodies.put(key, rendered, size=len(body))
+        return rendered
+
+    def body(self) -> bytes:
+        return self._rendered.body
+
+    @property
+    def content_type(self) -> str:
+        return linkedpages.content_type_of(self.body())
+
+
+def newest_linked_page(slug: str) -> int:
+    """The number of the newest linked page; raises ArchivePage.DoesNotExist for a feed
+    with no entries (a page is never empty)."""
+    try:
+        feed = fastsql.feed_by_slug(slug)
+    except Feed.DoesNotExist:
+        raise ArchivePage.DoesNotExist(f"No feed {slug!r}") from None
+    if feed.last_seq > feed.sealed_seq:
+        return feed.sealed_pages + 1
+    if feed.sealed_pages:
+        return feed.sealed_pages
+    raise ArchivePage.DoesNotExist(f"Feed {slug!r} has no entries yet")
+
+
+class SnapshotIndexDocument(Document):
+    """/feeds/<slug>/snapshots/<id>/: a snapshot's index (datareplication's index.schema.json:
+    id, createdAt, pages), plus where a consumer resumes the feed after it. Immutable."""
+
+    content_type = JSON_TYPE
+    final = True
+
+    def __init__(self, snapshot: Snapshot, *, read_at: datetime):
+        super().__init__(read_at=read_at)
+        self.snapshot = snapshot
+
+    @classmethod
+    def for_id(cls, slug: str, snapshot_id: str) -> SnapshotIndexDocument:
+        """Raises Snapshot.DoesNotExist (also for an id that is not a UUID)."""
+        read_at = now()
+        try:
+            snapshot = Snapshot.objects.select_related("feed").get(
+                feed__slug=slug, uuid=snapshot_id, complete=True)
+        except ValidationError:
+            raise Snapshot.DoesNotExist(f"No snapshot {snapshot_id!r}") from None
+        return cls(snapshot, read_at=read_at)
+
+    def content(self) -> dict:
+        snapshot, slug = self.snapshot, self.snapshot.feed.slug
+        size, cut = snapshot.feed.page_size, snapshot.last_seq
+        resume_page = (cut - 1) // size + 1 if cut else 1
+        return {
+            "id": str(snapshot.uuid),
+            "createdAt": rfc3339(snapshot.created),
+            "pages": [atom.url("archives:snapshot-page", slug, str(snapshot.uuid), n)
+                      for n in range(1, snapshot.pages + 1)],
+            "records": snapshot.records,
+            # The feed goes on after the snapshot's last entry: from this page, skip each
+            # entity up to and including this Content-ID (none: from the page's start).
+            "feed": {
+                "lastEntry": cut,
+                "resumePage": atom.url("archives:linked-page", slug, resume_page),
+                "resumeAfterContentId": linkedpages.content_id(snapshot.feed, cut)
+                if cut else None,
+            },
+        }
+
+    @cached_property
+    def _body(self) -> bytes:
+        return json.dumps(self.content(), indent=2).encode()
+
+    def etag(self) -> str:
+        return bytes_etag(self._body)
+
+    def modified(self) -> datetime:
+        return self.snapshot.created
+
+    def links(self) -> list[tuple[str, str]]:
+        slug = self.snapshot.feed.slug
+        return [("self", atom.url("archives:snapshot", slug, str(self.snapshot.uuid)))]
+
+    def body(self) -> bytes:
+        return self._body
+
+
+class SnapshotPageDocument(Document):
+    """/feeds/<slug>/snapshots/<id>/pages/<n>: PUT entities of live records. Immutable."""
+
+    final = True
+
+    def __init__(self, page: SnapshotPage, slug: str, *, read_at: datetime):
+        super().__init__(read_at=read_at)
+        self.page, self.slug = page, slug
+        self.content_type = linkedpages.content_type_of(bytes(page.body))
+
+    @classmethod
+    def for_page(cls, slug: str, snapshot_id: str, number: int) -> SnapshotPageDocument:
+        """Raises SnapshotPage.DoesNotExist."""
+        read_at = now()
+        try:
+            page = SnapshotPage.objects.select_related("snapshot").get(
+                                            snapshot__feed__slug=slug,
+                                            snapshot__uuid=snapshot_id,
+                                            snapshot__complete=True, number=number)
+        except ValidationError:
+            raise SnapshotPage.DoesNotExist(f"No snapshot {snapshot_id!r}") from None
+        return cls(page, slug, read_at=read_at)
+
+    def etag(self) -> str:
+        return self.page.etag
+
+    def modified(self) -> datetime:
+        return self.page.last_modified
+
+    def last_modified(self) -> int:
+        return int(self.page.last_modified.timestamp())
+
+    def links(self) -> list[tuple[str, str]]:
+        snapshot_id = str(self.page.snapshot.uuid)
+        return [("self", atom.url("archives:snapshot-page", self.slug, snapshot_id,
+                                  self.page.number)),
+                ("index", atom.url("archives:snapshot", self.slug, snapshot_id))]
+
+    def body(self) -> bytes:
+        return bytes(self.page.body)

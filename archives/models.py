@@ -137,6 +137,9 @@ class Entry(models.Model):
     title = models.CharField(max_length=1000)
     summary = models.TextField(blank=True)
     links = models.JSONField(default=list, blank=True)
+    # The record's metadata as it was at this entry, for the linked-pages entities. Null on
+    # entries written before it was kept (migration 0004) whose record has changed since.
+    metadata = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["feed", "seq"]
@@ -174,6 +177,9 @@ class ArchivePage(models.Model):
     sealed_at = models.DateTimeField(auto_now_add=True)
     # When `body` last changed: sealed, or given its next-archive link (its Last-Modified).
     modified = models.DateTimeField(default=timezone.now)
+    # The same entries as linked-pages page `number`: a multipart/mixed body, frozen at
+    # seal time (archives/linkedpages.py). Its links are headers, so it never changes.
+    multipart = models.BinaryField(null=True)
 
     class Meta:
         ordering = ["feed", "number"]
@@ -185,6 +191,9 @@ class ArchivePage(models.Model):
         indexes = [
             # Serves the date routes: WHERE feed_id = ? AND last_updated >= ? ORDER BY number
             models.Index(fields=["feed", "last_updated"], name="page_feed_last_updated"),
+            # Serves sealing.freeze_linked_pages: WHERE multipart IS NULL (empty once done)
+            models.Index(fields=["feed", "number"], condition=models.Q(multipart__isnull=True),
+                         name="page_without_multipart"),
         ]
 
     def __str__(self) -> str:
@@ -192,3 +201,48 @@ class ArchivePage(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("archives:archive", args=[self.feed.slug, self.number])
+
+
+class Snapshot(models.Model):
+    """The live records of a feed as of one entry (`last_seq`), frozen into pages of
+    PUT entities (archives/snapshots.py): a linked-pages consumer's entry point."""
+
+    feed = models.ForeignKey(Feed, on_delete=models.PROTECT, related_name="snapshots")
+    uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    # The cut: every entry up to this seq, and none after it, is in the snapshot.
+    last_seq = models.BigIntegerField()
+    records = models.PositiveIntegerField(default=0)  # live as of the cut: one entity each
+    pages = models.PositiveIntegerField(default=0)
+    created = models.DateTimeField()
+    # Set once every page is stored: only complete snapshots are served.
+    complete = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["feed", "-created"]
+        indexes = [
+            # Serves /snapshots/latest: WHERE feed_id = ? AND complete ORDER BY created DESC
+            models.Index(fields=["feed", "complete", "created"], name="snapshot_feed_latest"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.feed.slug} snapshot {self.uuid} (entry {self.last_seq})"
+
+
+class SnapshotPage(models.Model):
+    snapshot = models.ForeignKey(Snapshot, on_delete=models.CASCADE, related_name="page_set",
+                                 db_index=False)
+    number = models.PositiveIntegerField()
+    body = models.BinaryField()
+    etag = models.CharField(max_length=80)
+    last_modified = models.DateTimeField()  # its last entity's
+
+    class Meta:
+        ordering = ["snapshot", "number"]
+        constraints = [
+            # Serves the snapshot page URL: WHERE snapshot_id = ? AND number = ?
+            models.UniqueConstraint(fields=["snapshot", "number"],
+                                    name="snapshot_page_unique_number"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.snapshot} page {self.number}"

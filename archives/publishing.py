@@ -206,9 +206,8 @@ class _Changes:
             kind = Entry.Kind.UPDATE
         record.title, record.summary = data.title, data.summary
         record.metadata, record.links = data.metadata, data.link_dicts()
-        return self._append(
-            record, kind, title=data.title, summary=data.summary, links=record.links
-        )
+        return self._append(record, kind, title=data.title, summary=data.summary,
+                            links=record.links, metadata=data.metadata)
 
     def _append(self, record: Record, kind: str, **snapshot) -> Entry:
         seq, updated = self._next_stamp()
@@ -241,7 +240,8 @@ class _Changes:
         _insert_entries(self.entries)
 
 
-ENTRY_COLUMNS = ("feed_id", "seq", "record_id", "kind", "updated", "title", "summary", "links")
+ENTRY_COLUMNS = ("feed_id", "seq", "record_id", "kind", "updated", "title", "summary", "links",
+                 "metadata")
 
 
 def _insert_entries(entries: list[Entry]) -> None:
@@ -252,7 +252,8 @@ def _insert_entries(entries: list[Entry]) -> None:
         return
     fastsql.copy_rows(Entry, ENTRY_COLUMNS, (
         (entry.feed_id, entry.seq, entry.record.pk, entry.kind, entry.updated, entry.title,
-         entry.summary, Jsonb(entry.links))
+         entry.summary, Jsonb(entry.links),
+         None if entry.metadata is None else Jsonb(entry.metadata))
         for entry in entries
     ))
 

@@ -21,7 +21,7 @@ from django.db import IntegrityError, models, transaction
 from django.db.models import F, Value
 from django.db.models.functions import Greatest
 
-from . import atom, documents, fastsql
+from . import atom, documents, fastsql, linkedpages
 from .documents import ArchiveDocument
 from .models import ArchivePage, Feed
 
@@ -48,6 +48,8 @@ class _LostRace(Exception):
 def seal_all(*, dry_run: bool = False) -> list[SealedPage]:
     """Seal every full page of every feed. A feed that fails (deleted meanwhile, say) is
     logged and skipped, so that one feed never stops the sealing of the others."""
+    if not dry_run:
+        freeze_linked_pages()
     sealed = []
     for feed in Feed.objects.all():
         try:
@@ -121,10 +123,11 @@ def _seal_run(feed: Feed, first: int, last: int, previous) -> list[bytes]:
     for number in range(first, last + 1):
         page_rows = rows[(number - first) * size:(number - first + 1) * size]
         body, etag = ArchiveDocument.freeze(feed, number, page_rows, has_next=number < last)
+        multipart, _ = linkedpages.render_page(feed, page_rows)
         pages.append(ArchivePage(
             feed=feed, number=number, first_seq=page_rows[0].seq, last_seq=page_rows[-1].seq,
             first_updated=page_rows[0].updated, last_updated=page_rows[-1].updated,
-            body=body, etag=etag, has_next=number < last,
+            body=body, etag=etag, has_next=number < last, multipart=multipart,
         ))
     try:
         with transaction.atomic():
@@ -150,7 +153,7 @@ def _seal_run(feed: Feed, first: int, last: int, previous) -> list[bytes]:
 
 
 PAGE_COLUMNS = ("feed_id", "number", "first_seq", "last_seq", "first_updated", "last_updated",
-                "body", "etag", "has_next", "sealed_at", "modified")
+                "body", "etag", "has_next", "sealed_at", "modified", "multipart")
 
 
 def _insert_pages(pages: list[ArchivePage], now: datetime) -> None:
@@ -163,7 +166,7 @@ def _insert_pages(pages: list[ArchivePage], now: datetime) -> None:
         return
     fastsql.copy_rows(ArchivePage, PAGE_COLUMNS, (
         (page.feed_id, page.number, page.first_seq, page.last_seq, page.first_updated,
-         page.last_updated, page.body, page.etag, page.has_next, now, now)
+         page.last_updated, page.body, page.etag, page.has_next, now, now, page.multipart)
         for page in pages
     ))
 
@@ -186,3 +189,17 @@ def _no_earlier(column: str, now: datetime) -> Greatest:
     """`now`, or the column's stored time if later (another host's clock may be ahead):
     a document's Last-Modified never moves back."""
     return Greatest(F(column), Value(now, output_field=models.DateTimeField()))
+
+
+def freeze_linked_pages(limit: int = PAGES_PER_RUN) -> int:
+    """Store the linked-pages body of up to `limit` pages sealed before those were stored
+    with every page (migration 0004); how many. Until then the view renders them from
+    the same entries, to the same bytes."""
+    missing = ArchivePage.objects.filter(multipart__isnull=True).select_related("feed")
+    done = 0
+    for page in missing.defer("body")[:limit]:
+        rows = atom.entry_rows(page.feed, page.first_seq, page.last_seq)
+        multipart, _ = linkedpages.render_page(page.feed, rows)
+        done += ArchivePage.objects.filter(pk=page.pk, multipart__isnull=True).update(
+            multipart=multipart)
+    return done

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.http import (
     Http404,
@@ -22,9 +23,17 @@ from django.utils.cache import get_conditional_response, patch_vary_headers
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_safe
 
-from . import fastsql
-from .documents import ArchiveDocument, Document, RecordDocument, SubscriptionDocument
-from .models import ArchivePage, Feed, Record
+from . import documents, fastsql
+from .documents import (
+    ArchiveDocument,
+    Document,
+    LinkedPageDocument,
+    RecordDocument,
+    SnapshotIndexDocument,
+    SnapshotPageDocument,
+    SubscriptionDocument,
+)
+from .models import ArchivePage, Feed, Record, Snapshot, SnapshotPage
 from .validation import clean_key
 
 MAX_PAGE_NUMBER = 2**31 - 1  # the column's range; larger numbers would be a database error
@@ -60,6 +69,60 @@ def archive(request: HttpRequest, slug: str, number: int) -> HttpResponse:
     except ArchivePage.DoesNotExist:
         raise Http404(f"Feed {slug!r} has no archive page {number}") from None
     return serve(request, document)
+
+
+@read_only
+def linked_page(request: HttpRequest, slug: str, number: int) -> HttpResponse:
+    try:
+        document = LinkedPageDocument.for_page(slug, number) \
+            if 1 <= number <= MAX_PAGE_NUMBER else None
+    except ArchivePage.DoesNotExist:
+        document = None
+    if document is None:
+        raise Http404(f"Feed {slug!r} has no page {number}")
+    return serve(request, document)
+
+
+@read_only
+def newest_linked_page(request: HttpRequest, slug: str) -> HttpResponse:
+    """The linked-pages entry point: a short-lived redirect to the newest page."""
+    try:
+        number = documents.newest_linked_page(slug)
+    except ArchivePage.DoesNotExist as error:
+        raise Http404(str(error)) from None
+    return _short_lived(HttpResponseRedirect(
+        reverse("archives:linked-page", args=[slug, number])))
+
+
+@read_only
+def snapshot(request: HttpRequest, slug: str, snapshot_id: str) -> HttpResponse:
+    try:
+        return serve(request, SnapshotIndexDocument.for_id(slug, snapshot_id))
+    except Snapshot.DoesNotExist:
+        raise Http404(f"Feed {slug!r} has no snapshot {snapshot_id!r}") from None
+
+
+@read_only
+def newest_snapshot(request: HttpRequest, slug: str) -> HttpResponse:
+    newest = (Snapshot.objects.filter(feed__slug=slug, complete=True)
+              .order_by("-created").values_list("uuid", flat=True).first())
+    if newest is None:
+        raise Http404(f"Feed {slug!r} has no snapshot yet")
+    return _short_lived(HttpResponseRedirect(
+        reverse("archives:snapshot", args=[slug, str(newest)])))
+
+
+@read_only
+def snapshot_page(request: HttpRequest, slug: str, snapshot_id: str, number: int):
+    try:
+        return serve(request, SnapshotPageDocument.for_page(slug, snapshot_id, number))
+    except SnapshotPage.DoesNotExist:
+        raise Http404(f"Snapshot {snapshot_id!r} has no page {number}") from None
+
+
+def _short_lived(response: HttpResponse) -> HttpResponse:
+    response["Cache-Control"] = f"public, max-age={settings.FEEDPUB_MAX_AGE}"
+    return response
 
 
 def _feed_or_404(slug: str) -> Feed:
@@ -108,13 +171,16 @@ def serve(request: HttpRequest, document: Document) -> HttpResponse:
     If-Modified-Since, as RFC 9110 13.2.2 orders them), else its bytes in one piece.
     HEAD renders nothing it can avoid."""
     headers = document.headers()
+    last_modified = document.last_modified() if document.honours_if_modified_since else None
     response = get_conditional_response(
-        request, etag=headers["ETag"], last_modified=document.last_modified())
+        request, etag=headers["ETag"], last_modified=last_modified)
     if response is not None:
         for name, value in headers.items():
             response[name] = value
         return response
     if request.method == "HEAD" and isinstance(document, SubscriptionDocument):
+        # (An open linked page is rendered even for HEAD: its boundary, in its
+        # Content-Type, comes from its parts.)
         # An empty stream: CommonMiddleware would otherwise claim Content-Length: 0 for
         # a document whose length we do not know without rendering it.
         return StreamingHttpResponse(iter(()), content_type=document.content_type,

@@ -1,0 +1,105 @@
+"""The linked-pages representation of the log (specs/linked-pages-feed.txt): pages whose
+links are HTTP `Link` headers, each a multipart/mixed body (RFC 2046) of one entity per
+entry, rendered into one `bytes`.
+
+Linked page n holds exactly the entries of archive page n, oldest first; the open page
+(sealed_pages + 1) holds the unsealed ones. An entity is the same bytes wherever it
+appears (a page, a snapshot): its Content-ID names its entry, forever.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from urllib.parse import quote
+
+from django.utils.http import http_date
+
+from .atom import EntryRow, url
+from .formats import record_atom_id, rfc3339
+from .models import Entry, Feed
+
+MULTIPART = "multipart/mixed"
+CRLF = b"\r\n"
+
+
+def content_id(feed: Feed, seq: int) -> str:
+    """The Content-ID of entry `seq` of `feed`: unique within the feed, stable forever."""
+    return f"<entry-{seq}@{feed.uuid}>"
+
+
+def entity(feed: Feed, row: EntryRow, record_base: str) -> bytes:
+    """One entry as a body part: its headers, a blank line, and for a PUT the record as it
+    was at that entry, in the API's JSON shape (a DELETE has no body)."""
+    url = record_base + quote(row.key, safe="")
+    headers = [
+        ("Content-ID", content_id(feed, row.seq)),
+        ("Operation-Type", "http-equiv=DELETE" if row.kind == Entry.Kind.DELETE
+         else "http-equiv=PUT"),
+        ("Last-Modified", http_date(row.updated.timestamp())),
+        ("Content-Location", url),
+    ]
+    body = b""
+    if row.kind != Entry.Kind.DELETE:
+        body = json.dumps({
+            "key": row.key,
+            "atom_id": record_atom_id(feed.uuid, row.key),
+            "title": row.title,
+            "summary": row.summary,
+            "metadata": row.metadata,
+            "links": row.links,
+            "created": rfc3339(row.created),
+            "updated": rfc3339(row.updated),
+            "deleted": False,
+            "url": url,
+        }, ensure_ascii=False, separators=(",", ":")).encode()
+        headers.append(("Content-Type", "application/json"))
+    headers.append(("Content-Length", str(len(body))))
+    head = b"".join(f"{name}: {value}".encode() + CRLF for name, value in headers)
+    return head + CRLF + body
+
+
+def record_base(feed: Feed) -> str:
+    """The record URLs' common prefix (the key follows it, percent-encoded)."""
+    return url("archives:record", feed.slug, "KEY").removesuffix("KEY")
+
+
+def render(parts: Iterable[bytes]) -> tuple[bytes, str]:
+    """A multipart/mixed body of `parts` and its Content-Type. The boundary is derived from
+    the parts, so the same parts always make the same bytes, and checked not to occur in
+    them (RFC 2046 5.1.1)."""
+    parts = list(parts)
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part)
+    salt = 0
+    while True:
+        boundary = f"feedpub-{digest.hexdigest()[:24]}{salt or ''}".encode()
+        if not any(boundary in part for part in parts):
+            break
+        salt += 1
+    delimiter = b"--" + boundary
+    body = b"".join(delimiter + CRLF + part + CRLF for part in parts) + delimiter + b"--" + CRLF
+    return body, f'{MULTIPART}; boundary="{boundary.decode()}"'
+
+
+def render_page(feed: Feed, rows: list[EntryRow]) -> tuple[bytes, str]:
+    """A page of entries (oldest first): its body and Content-Type."""
+    base = record_base(feed)
+    return render(entity(feed, row, base) for row in rows)
+
+
+def content_type_of(body: bytes) -> str:
+    """The Content-Type of a stored page: its boundary is its first line."""
+    boundary = body[2:body.index(CRLF)].decode()
+    return f'{MULTIPART}; boundary="{boundary}"'
+
+
+def page_links(slug: str, number: int, *, has_next: bool) -> list[tuple[str, str]]:
+    links = [("self", url("archives:linked-page", slug, number))]
+    if number > 1:
+        links.append(("prev", url("archives:linked-page", slug, number - 1)))
+    if has_next:
+        links.append(("next", url("archives:linked-page", slug, number + 1)))
+    return links

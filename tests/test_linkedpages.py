@@ -1,0 +1,381 @@
+"""The linked-pages representation and snapshots: the same log as the Atom documents,
+read here as a consumer would, with the standard library's `email` parser."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import random
+from email import policy
+from email.parser import BytesParser
+from io import StringIO
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import jsonschema
+import pytest
+from django.apps import apps
+from django.core.management import call_command
+from django.utils.http import http_date
+
+from archives import publishing
+from archives.models import ArchivePage, Entry, Feed, Record, Snapshot
+from archives.sealing import freeze_linked_pages, seal_feed
+from archives.snapshots import take_snapshot
+
+from .factories import FeedFactory, record_data
+from .threads import raise_first_error, run_at_once
+from .walking import walk
+
+SCHEMA = json.loads(
+    (Path(__file__).parent / "schema" / "snapshot-index.schema.json").read_text())
+IMMUTABLE = "public, max-age=31536000, immutable"
+
+
+def parts_of(response) -> list:
+    """The body parts of a multipart response, parsed by the standard library."""
+    head = f"Content-Type: {response['Content-Type']}\r\n\r\n".encode()
+    message = BytesParser(policy=policy.HTTP).parsebytes(head + response.content)
+    assert message.is_multipart()
+    assert message.defects == []
+    return list(message.iter_parts())
+
+
+def links(response) -> dict[str, str]:
+    found = {}
+    for part in response["Link"].split(", "):
+        href, rel = part.split(">; rel=")
+        found[rel.strip('"')] = urlsplit(href.lstrip("<")).path
+    return found
+
+
+def history(feed: Feed, steps: int, rng: random.Random, keys: int = 8) -> None:
+    """Random puts and deletes through the write path, sealing now and then."""
+    for step in range(steps):
+        key = f"k{rng.randrange(keys)}"
+        record = Record.objects.filter(feed=feed, key=key).first()
+        if record is not None and not record.is_deleted and rng.random() < 0.3:
+            publishing.delete_record(feed=feed, key=key)
+        else:
+            publishing.put_record(feed=feed, key=key, data=record_data(step, title=f"{key} {step}"))
+        if rng.random() < 0.2:
+            seal_feed(Feed.objects.get(pk=feed.pk))
+
+
+@pytest.fixture
+def books(feed):
+    """Page size 3; k2 deleted: pages 1 and 2 sealed, entry 7 in the open page 3."""
+    for n in range(1, 5):
+        publishing.put_record(feed=feed, key=f"k{n}", data=record_data(n))
+    publishing.put_record(feed=feed, key="k1", data=record_data(1, title="Renamed"))
+    publishing.put_record(feed=feed, key="k5", data=record_data(5))
+    publishing.delete_record(feed=feed, key="k2")
+    seal_feed(feed)
+    return Feed.objects.get(pk=feed.pk)
+
+
+def test_page_n_holds_exactly_the_entries_of_archive_page_n(client, books):
+    for page in ArchivePage.objects.filter(feed=books):
+        response = client.get(f"/feeds/books/pages/{page.number}")
+        ids = [part["Content-ID"] for part in parts_of(response)]
+        assert ids == [f"<entry-{seq}@{books.uuid}>"
+                       for seq in range(page.first_seq, page.last_seq + 1)]
+    open_page = client.get("/feeds/books/pages/3")
+    assert [part["Content-ID"] for part in parts_of(open_page)] == [f"<entry-7@{books.uuid}>"]
+    assert client.get("/feeds/books/pages/4").status_code == 404
+    assert client.get("/feeds/books/pages/0").status_code == 404
+
+
+def test_entities_carry_their_operation_and_the_record_as_it_was(client, books):
+    parts = parts_of(client.get("/feeds/books/pages/2")) + \
+        parts_of(client.get("/feeds/books/pages/3"))
+    by_seq = {entry.seq: entry for entry in Entry.objects.filter(feed=books)}
+    for part, seq in zip(parts, range(4, 8), strict=True):
+        entry = by_seq[seq]
+        assert part["Last-Modified"] == http_date(entry.updated.timestamp())
+        assert part["Content-Location"] == f"http://127.0.0.1:8000/feeds/books/records/" \
+            f"{entry.record.key}"
+        if entry.is_deletion:
+            assert part["Operation-Type"] == "http-equiv=DELETE"
+            assert part.get_content() == ""
+        else:
+            assert part["Operation-Type"] == "http-equiv=PUT"
+            assert part.get_content_type() == "application/json"
+            record = json.loads(part.get_content())
+            assert record["title"] == entry.title
+            assert record["metadata"] == entry.metadata
+            assert record["deleted"] is False
+    # k1's update (entry 5) shows the record as it was then, not as it is now.
+    k1 = json.loads(parts[1].get_content())
+    assert (k1["key"], k1["title"]) == ("k1", "Renamed")
+
+
+def test_bodies_use_crlf_line_ends(client, books):
+    body = client.get("/feeds/books/pages/1").content
+    assert b"\n" not in body.replace(b"\r\n", b"")
+
+
+def test_links_and_cache_control_follow_the_pages_that_exist(client, books):
+    first, middle, newest = (client.get(f"/feeds/books/pages/{n}") for n in (1, 2, 3))
+    assert links(first) == {"self": "/feeds/books/pages/1", "next": "/feeds/books/pages/2"}
+    assert links(middle) == {"self": "/feeds/books/pages/2", "prev": "/feeds/books/pages/1",
+                             "next": "/feeds/books/pages/3"}
+    assert links(newest) == {"self": "/feeds/books/pages/3", "prev": "/feeds/books/pages/2"}
+    assert first["Cache-Control"] == middle["Cache-Control"] == IMMUTABLE
+    assert newest["Cache-Control"] != IMMUTABLE
+
+
+def test_a_page_last_modified_is_its_last_entity_s(client, books):
+    for n in (1, 2, 3):
+        response = client.get(f"/feeds/books/pages/{n}")
+        assert response["Last-Modified"] == parts_of(response)[-1]["Last-Modified"]
+
+
+def test_a_sealed_page_without_a_later_page_gains_next_by_its_headers_only(client, feed):
+    for n in range(1, 4):
+        publishing.put_record(feed=feed, key=f"k{n}", data=record_data(n))
+    seal_feed(feed)
+    before = client.get("/feeds/books/pages/1")
+    publishing.put_record(feed=feed, key="k4", data=record_data(4))
+    after = client.get("/feeds/books/pages/1", HTTP_IF_NONE_MATCH=before["ETag"])
+
+    assert "next" not in links(before)
+    assert before["Cache-Control"] != IMMUTABLE
+    assert after.status_code == 200  # the ETag covers the next link
+    assert links(after)["next"] == "/feeds/books/pages/2"
+    assert after.content == before.content
+    assert after["Cache-Control"] == IMMUTABLE
+
+
+def test_the_open_page_is_revalidated_by_etag_and_never_by_date(client, books):
+    first = client.get("/feeds/books/pages/3")
+    by_etag = client.get("/feeds/books/pages/3", HTTP_IF_NONE_MATCH=first["ETag"])
+    publishing.put_record(feed=books, key="k9", data=record_data(9))
+    by_date = client.get("/feeds/books/pages/3", HTTP_IF_MODIFIED_SINCE=first["Last-Modified"])
+
+    assert by_etag.status_code == 304
+    assert by_date.status_code == 200
+    assert len(parts_of(by_date)) == 2
+
+
+def test_latest_redirects_briefly_to_the_newest_page(client, books, feed):
+    response = client.get("/feeds/books/pages/latest")
+    assert response.status_code == 302
+    assert response["Location"] == "/feeds/books/pages/3"
+    assert response["Cache-Control"] == "public, max-age=60"
+    FeedFactory(slug="empty")
+    assert client.get("/feeds/empty/pages/latest").status_code == 404
+    assert client.get("/feeds/empty/pages/1").status_code == 404
+    assert client.get("/feeds/nope/pages/latest").status_code == 404
+
+
+def test_following_prev_from_latest_reaches_page_one(client, books):
+    url, seen = client.get("/feeds/books/pages/latest")["Location"], []
+    while url:
+        response = client.get(url)
+        seen.append(url)
+        url = links(response).get("prev")
+    assert seen[-1] == "/feeds/books/pages/1"
+    assert len(seen) == 3
+
+
+@pytest.mark.parametrize("url", ["/feeds/books/pages/1", "/feeds/books/pages/3"])
+def test_head_agrees_with_get(client, books, url):
+    get, head = client.get(url), client.head(url)
+    assert head.status_code == get.status_code == 200
+    for name in ("Content-Type", "ETag", "Last-Modified", "Link", "Cache-Control",
+                 "Content-Length"):
+        assert head[name] == get[name], name
+
+
+def test_pages_sealed_before_linked_pages_existed_are_served_then_frozen(client, books):
+    expected = client.get("/feeds/books/pages/1").content
+    ArchivePage.objects.filter(feed=books).update(multipart=None)
+
+    rendered = client.get("/feeds/books/pages/1").content
+    assert freeze_linked_pages() == 2
+    stored = bytes(ArchivePage.objects.get(feed=books, number=1).multipart)
+    assert rendered == stored == expected
+
+
+def test_the_migration_keeps_each_record_s_metadata_on_its_newest_entry(books):
+    migration = importlib.import_module("archives.migrations.0004_linked_pages_and_snapshots")
+    Entry.objects.filter(feed=books).update(metadata=None)
+    migration.keep_current_metadata(apps, None)
+
+    for record in Record.objects.filter(feed=books):
+        newest = record.entries.order_by("-seq").first()
+        assert newest.metadata == (None if newest.is_deletion else record.metadata)
+        assert all(entry.metadata is None for entry in record.entries.exclude(pk=newest.pk))
+
+
+# Snapshots -----------------------------------------------------------------------------
+
+def snapshot_records(client, slug: str) -> tuple[dict, dict[str, dict]]:
+    """The newest snapshot's index and the records it holds, by key."""
+    index = json.loads(client.get(client.get(f"/feeds/{slug}/snapshots/latest")["Location"])
+                       .content)
+    records = {}
+    for url in index["pages"]:
+        for part in parts_of(client.get(urlsplit(url).path)):
+            assert part["Operation-Type"] == "http-equiv=PUT"
+            record = json.loads(part.get_content())
+            records[record["key"]] = record
+    return index, records
+
+
+def follow_feed(client, index: dict, records: dict[str, dict]) -> dict[str, dict]:
+    """Apply the feed after the snapshot: from its resume page, skip each entity up to
+    and including its Content-ID, then apply every one, each once (by Content-ID)."""
+    records, applied = dict(records), set()
+    url = urlsplit(index["feed"]["resumePage"]).path
+    skipping = index["feed"]["resumeAfterContentId"] is not None
+    while url:
+        response = client.get(url)
+        if response.status_code == 404:  # the feed had no entry after the snapshot
+            break
+        for part in parts_of(response):
+            if skipping:
+                skipping = part["Content-ID"] != index["feed"]["resumeAfterContentId"]
+                continue
+            assert part["Content-ID"] not in applied
+            applied.add(part["Content-ID"])
+            key = urlsplit(part["Content-Location"]).path.rsplit("/", 1)[1]
+            if part["Operation-Type"] == "http-equiv=DELETE":
+                records.pop(key, None)
+            else:
+                records[key] = json.loads(part.get_content())
+        url = links(response).get("next")
+    return records
+
+
+def live_records(feed: Feed) -> dict[str, tuple[str, dict]]:
+    return {record.key: (record.title, record.metadata)
+            for record in Record.objects.filter(feed=feed, deleted_at__isnull=True)}
+
+
+def shape(records: dict[str, dict]) -> dict[str, tuple[str, dict]]:
+    return {key: (record["title"], record["metadata"]) for key, record in records.items()}
+
+
+def test_a_snapshot_holds_the_live_records_and_its_index_follows_the_schema(client, books):
+    take_snapshot(books)
+    index, records = snapshot_records(client, "books")
+
+    jsonschema.validate(index, SCHEMA)
+    assert all(url.startswith("http://127.0.0.1:8000/") for url in index["pages"])
+    assert shape(records) == live_records(books)
+    assert index["feed"]["lastEntry"] == 7
+
+
+def test_snapshot_entities_are_the_page_entities_of_the_same_entries(client, books):
+    take_snapshot(books)
+    _, records = snapshot_records(client, "books")
+    index = json.loads(client.get(client.get("/feeds/books/snapshots/latest")["Location"])
+                       .content)
+    snapshot_parts = [part for url in index["pages"]
+                      for part in parts_of(client.get(urlsplit(url).path))]
+    page_parts = {part["Content-ID"]: part for n in (1, 2, 3)
+                  for part in parts_of(client.get(f"/feeds/books/pages/{n}"))}
+    for part in snapshot_parts:
+        same = page_parts[part["Content-ID"]]
+        assert part.as_bytes() == same.as_bytes()
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_snapshot_then_the_feed_after_it_rebuilds_the_live_records(client, db, seed):
+    rng = random.Random(seed)
+    feed = FeedFactory(slug="books", page_size=rng.choice([1, 3, 5]))
+    history(feed, 40, rng)
+    take_snapshot(feed, keep=1)
+    history(feed, 40, rng)  # the feed goes on after the snapshot
+    seal_feed(Feed.objects.get(pk=feed.pk))
+
+    index, records = snapshot_records(client, "books")
+    assert shape(follow_feed(client, index, records)) == live_records(feed)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_both_representations_hold_the_same_entries_in_the_same_order(client, db, seed):
+    rng = random.Random(seed)
+    feed = FeedFactory(slug="books", page_size=rng.choice([1, 2, 4]))
+    history(feed, 50, rng)
+
+    atom_ids = [entry["id"] + entry["updated"] for document in
+                reversed(walk(client, "/feeds/books/").documents)
+                for entry in reversed(document.entries())]
+    linked, url = [], client.get("/feeds/books/pages/latest")["Location"]
+    while urlsplit(url).path != "/feeds/books/pages/1":
+        url = links(client.get(url))["prev"]
+    while url:
+        response = client.get(url)
+        for part in parts_of(response):
+            key = urlsplit(part["Content-Location"]).path.rsplit("/", 1)[1]
+            record = Record.objects.get(feed=feed, key=key)
+            seq = int(part["Content-ID"].split("-")[1].split("@")[0])
+            linked.append(record.atom_id + Entry.objects.get(feed=feed, seq=seq)
+                          .updated.isoformat(timespec="microseconds")
+                          .replace("+00:00", "Z"))
+        url = links(response).get("next")
+    assert linked == atom_ids
+
+
+def test_an_empty_feed_snapshot_has_no_pages_and_resumes_from_page_one(client, feed):
+    take_snapshot(feed)
+    index, records = snapshot_records(client, "books")
+    assert index["pages"] == []
+    assert records == {}
+    assert index["feed"] == {"lastEntry": 0, "resumePage": "http://127.0.0.1:8000/feeds/books/pages/1",
+                             "resumeAfterContentId": None}
+
+
+def test_snapshots_are_immutable_and_unknown_ones_are_404(client, books):
+    snapshot = take_snapshot(books)
+    index = client.get(f"/feeds/books/snapshots/{snapshot.uuid}/")
+    page = client.get(f"/feeds/books/snapshots/{snapshot.uuid}/pages/1")
+    assert index["Cache-Control"] == page["Cache-Control"] == IMMUTABLE
+    assert index["Content-Type"] == "application/json"
+    assert client.get(f"/feeds/books/snapshots/{snapshot.uuid}/pages/9").status_code == 404
+    assert client.get("/feeds/books/snapshots/not-a-uuid/").status_code == 404
+    assert client.get("/feeds/books/snapshots/not-a-uuid/pages/1").status_code == 404
+    Snapshot.objects.update(complete=False)  # half-made: not served
+    assert client.get(f"/feeds/books/snapshots/{snapshot.uuid}/").status_code == 404
+    assert client.get("/feeds/books/snapshots/latest").status_code == 404
+
+
+def test_the_snapshot_command_reports_and_keeps_the_newest(books):
+    out = StringIO()
+    for _ in range(3):
+        call_command("snapshot", "--feed", "books", "--keep", "2", stdout=out)
+    assert "books: snapshot" in out.getvalue()
+    assert "4 records as of entry 7" in out.getvalue()
+    assert Snapshot.objects.filter(feed=books).count() == 2
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_snapshots_taken_while_writers_run_are_consistent_cuts(client):
+    feed = FeedFactory(slug="books", page_size=5)
+    history(feed, 20, random.Random(1))
+
+    def writer(n: int) -> None:
+        rng = random.Random(n)
+        for step in range(30):
+            key = f"k{rng.randrange(8)}"
+            publishing.put_record(feed=feed, key=key, data=record_data(step, title=f"{n} {step}"))
+
+    def snapshotter(_: int) -> None:
+        for _ in range(3):
+            take_snapshot(Feed.objects.get(pk=feed.pk))
+
+    raise_first_error(run_at_once([lambda: writer(1), lambda: writer(2),
+                                   lambda: snapshotter(0)]))
+    seal_feed(Feed.objects.get(pk=feed.pk))
+    for snapshot in Snapshot.objects.filter(feed=feed):
+        index = json.loads(client.get(f"/feeds/books/snapshots/{snapshot.uuid}/").content)
+        records = {}
+        for url in index["pages"]:
+            for part in parts_of(client.get(urlsplit(url).path)):
+                record = json.loads(part.get_content())
+                records[record["key"]] = record
+        assert shape(follow_feed(client, index, records)) == live_records(feed)
