@@ -31,6 +31,7 @@ from .consumer import (
     Limits,
     Reconstruction,
     Response,
+    RunLimitReached,
     parse_document,
     parse_link_header,
     timestamp_text,
@@ -114,7 +115,7 @@ class Checker:
             self._check_links_between_pages()
             self._check_alternates()
             self._check_immutability()
-        except FetchError as error:  # the request budget ran out (others are caught below)
+        except RunLimitReached as error:  # out of requests or time: other errors are problems
             self.complete = False
             self.notes.append(f"stopped early: {error}")
         return CheckResult(sorted(self.problems), len(self.pages), self.client.requests,
@@ -155,9 +156,9 @@ class Checker:
         """Fetch a linked document; a link that does not resolve is a problem."""
         try:
             response = self.client.fetch(url)
+        except RunLimitReached:
+            raise
         except FetchError as error:
-            if self.client.requests >= self.client.limits.max_requests:
-                raise
             self._problem(referrer, "rfc5005.unresolved", f"{rel} {url}: {error}")
             return None
         if response.status != 200:
@@ -261,6 +262,8 @@ class Checker:
             return
         try:
             answer = self.client.fetch(url, headers={header: value})
+        except RunLimitReached:
+            raise
         except FetchError as error:
             self._problem(url, "http.revalidation", f"{header}: {error}")
             return
@@ -271,6 +274,8 @@ class Checker:
     def _check_head(self, url: str, get: Response) -> None:
         try:
             head = self.client.fetch(url, method="HEAD")
+        except RunLimitReached:
+            raise
         except FetchError as error:
             self._problem(url, "http.head", str(error))
             return
@@ -371,9 +376,9 @@ class Checker:
             answer = self.client.fetch(href, method="HEAD")
             if answer.status in (405, 501):  # HEAD not offered: ask for the document itself
                 answer = self.client.fetch(href)
+        except RunLimitReached:
+            raise
         except FetchError as error:
-            if self.client.requests >= self.client.limits.max_requests:
-                raise
             self._problem(record["source"], "pmh.alternate",
                           f"entry {record['id']}: alternate {href}: {error}")
             return

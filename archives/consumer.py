@@ -17,12 +17,16 @@ Nothing here depends on feedpub's own URL layout or models: it is a plain HTTP c
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import http.client
 import json
 import os
 import re
+import socket
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -31,6 +35,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.message import Message
+from functools import partial
 from http.client import HTTPException
 from pathlib import Path
 from typing import Any, TextIO
@@ -56,15 +61,24 @@ class Limits:
 
     max_requests: int = 10_000
     max_bytes: int = 20 * 1024 * 1024  # per document, after decompression
-    timeout: float = 30.0  # seconds, per connect and per read
+    timeout: float = 30.0  # seconds for a whole fetch: connect, headers, body, redirects
+    deadline: float | None = None  # seconds for the whole run (from the client's creation)
 
 
 class FetchError(Exception):
     """A document could not be fetched: network error, timeout, too large, bad URL."""
 
 
-class RequestBudgetExceeded(FetchError):
+class RunLimitReached(FetchError):
+    """The run has spent its requests or its time: no later fetch will succeed."""
+
+
+class RequestBudgetExceeded(RunLimitReached):
     """The run has made its maximum number of requests."""
+
+
+class RunDeadlineExceeded(RunLimitReached):
+    """The run's deadline has passed."""
 
 
 @dataclass
@@ -145,8 +159,95 @@ class _HttpOnlyRedirects(urllib.request.HTTPRedirectHandler):
     http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
 
 
+class _Deadline:
+    """Cuts the connections of one fetch when its time is up.
+
+    A socket timeout bounds each read, so a server sending a byte a second would hold a
+    fetch for ever; shutting its sockets from a timer bounds the whole fetch.
+    """
+
+    def __init__(self, seconds: float):
+        self.expired = False
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> _Deadline:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._timer.cancel()
+
+    def watch(self, sock: socket.socket) -> None:
+        """Watch a socket (urllib drops the connection's reference once the headers are in)."""
+        with self._lock:
+            self._sockets.append(sock)
+            expired = self.expired
+        if expired:  # it expired while the connection was being made
+            _cut(sock)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            sockets = list(self._sockets)
+        for sock in sockets:
+            _cut(sock)
+
+
+def _cut(sock: socket.socket) -> None:
+    """Wake a read blocked on this socket (shutdown, unlike close, is safe across threads;
+    a socket closed since has no descriptor left, so this can never hit another one)."""
+    with contextlib.suppress(OSError):
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)  # also under TLS
+
+
+class _WatchedHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, *args, deadline: _Deadline, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.deadline = deadline
+
+    def connect(self) -> None:
+        super().connect()  # the TCP connect itself is bounded by the socket timeout
+        self.deadline.watch(self.sock)
+
+
+class _WatchedHTTPSConnection(http.client.HTTPSConnection):
+    def __init__(self, *args, deadline: _Deadline, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.deadline = deadline
+
+    def connect(self) -> None:
+        http.client.HTTPConnection.connect(self)
+        self.sock = self._context.wrap_socket(
+            self.sock, server_hostname=self._tunnel_host or self.host,
+            do_handshake_on_connect=False)
+        self.deadline.watch(self.sock)  # before the handshake, which can be trickled too
+        self.sock.do_handshake()
+
+
+class _WatchedHTTPHandler(urllib.request.HTTPHandler):
+    def __init__(self, client: HttpClient):
+        super().__init__()
+        self.client = client
+
+    def http_open(self, req):
+        return self.do_open(partial(_WatchedHTTPConnection, deadline=self.client.deadline), req)
+
+
+class _WatchedHTTPSHandler(urllib.request.HTTPSHandler):
+    def __init__(self, client: HttpClient):
+        super().__init__()
+        self.client = client
+
+    def https_open(self, req):
+        return self.do_open(partial(_WatchedHTTPSConnection, deadline=self.client.deadline),
+                            req, context=self._context)
+
+
 class HttpClient:
-    """urllib with a request budget, timeouts, a size limit, gzip, and request accounting."""
+    """urllib with a request budget, deadlines, a size limit, gzip, and request accounting."""
 
     def __init__(self, limits: Limits | None = None, *, user_agent: str = USER_AGENT):
         self.limits = limits or Limits()
@@ -154,7 +255,12 @@ class HttpClient:
         self.requests = 0
         self.bytes_received = 0
         self.log: list[tuple[str, str, int]] = []  # (method, url, status) of every request
-        self._opener = urllib.request.build_opener(_NoRedirectErrors(), _HttpOnlyRedirects())
+        self.deadline = _Deadline(self.limits.timeout)  # the current fetch's
+        self._run_ends = (None if self.limits.deadline is None
+                          else time.monotonic() + self.limits.deadline)
+        self._opener = urllib.request.build_opener(
+            _NoRedirectErrors(), _HttpOnlyRedirects(), _WatchedHTTPHandler(self),
+            _WatchedHTTPSHandler(self))
 
     def fetch(self, url: str, *, method: str = "GET", headers: dict[str, str] | None = None,
               max_bytes: int | None = None) -> Response:
@@ -163,6 +269,7 @@ class HttpClient:
         if self.requests >= self.limits.max_requests:
             raise RequestBudgetExceeded(
                 f"request budget of {self.limits.max_requests} spent before {url}")
+        seconds, by_run = self._seconds_for(url)
         self.requests += 1
         request = urllib.request.Request(url, method=method, headers={  # noqa: S310 - checked above
             "User-Agent": self.user_agent,
@@ -171,21 +278,41 @@ class HttpClient:
             **(headers or {}),
         })
         started = time.monotonic()
+        self.deadline = _Deadline(seconds)
         try:
-            with self._opener.open(request, timeout=self.limits.timeout) as answer:
+            with self.deadline, self._opener.open(request, timeout=seconds) as answer:
                 body = self._read(answer, url, max_bytes or self.limits.max_bytes)
+                if self.deadline.expired:  # the body may have been cut short
+                    raise TimeoutError
                 status, final_url, answer_headers = answer.status, answer.geturl(), answer.headers
         except urllib.error.HTTPError as error:  # raised for too many redirects and the like
             status, final_url, answer_headers, body = error.code, url, error.headers, b""
-        except FetchError:
-            self.log.append((method, url, 0))
-            raise
-        except (urllib.error.URLError, HTTPException, OSError, ValueError) as error:
+        except (FetchError, urllib.error.URLError, HTTPException, OSError, ValueError) as error:
             self.log.append((method, url, 0))
             reason = getattr(error, "reason", None) or error
+            if self.deadline.expired or isinstance(reason, TimeoutError):
+                raise self._timed_out(url, seconds, by_run) from error
+            if isinstance(error, FetchError):
+                raise
             raise FetchError(f"could not fetch {url}: {reason}") from error
         self.log.append((method, url, status))
         return Response(final_url, status, answer_headers, body, time.monotonic() - started)
+
+    def _seconds_for(self, url: str) -> tuple[float, bool]:
+        """Seconds the next fetch may take, and whether the run's deadline is what limits it."""
+        if self._run_ends is None:
+            return self.limits.timeout, False
+        left = self._run_ends - time.monotonic()
+        if left <= 0:
+            raise RunDeadlineExceeded(
+                f"the run deadline of {self.limits.deadline:g} s passed before {url}")
+        return min(left, self.limits.timeout), left < self.limits.timeout
+
+    def _timed_out(self, url: str, seconds: float, by_run: bool) -> FetchError:
+        if by_run:
+            return RunDeadlineExceeded(f"could not fetch {url}: timed out: the run deadline of "
+                                       f"{self.limits.deadline:g} s passed")
+        return FetchError(f"could not fetch {url}: timed out after {seconds:g} s")
 
     def _read(self, answer, url: str, max_bytes: int) -> bytes:
         length = answer.headers.get("Content-Length")

@@ -41,6 +41,8 @@ class Document:
     conditional: bool = True  # False: never answers 304
     extra_headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0  # seconds before answering (timeouts)
+    trickle: float = 0.0  # seconds between bytes of the answer: never idle long enough for a
+    trickle_body_only: bool = False  # read timeout to fire, yet never done
 
     def headers(self) -> dict[str, str]:
         headers = {"Content-Type": self.content_type, **self.extra_headers}
@@ -81,6 +83,9 @@ class FeedServer:
                 status, body = document.status, document.body
                 if document.conditional and status == 200 and self.not_modified(headers):
                     status, body = 304, b""
+                if document.trickle:
+                    self.trickle(status, headers, body if send_body else b"", document)
+                    return
                 self.send_response(status)
                 for name, value in headers.items():
                     self.send_header(name, value)
@@ -89,6 +94,21 @@ class FeedServer:
                 self.end_headers()
                 if send_body and status != 304:
                     self.wfile.write(body)
+
+            def trickle(self, status: int, headers: dict[str, str], body: bytes,
+                        document: Document) -> None:
+                head = f"HTTP/1.0 {status} Trickling\r\n" + "".join(
+                    f"{name}: {value}\r\n" for name, value in headers.items())
+                head += f"Content-Length: {len(body)}\r\n\r\n"
+                at_once = len(head) if document.trickle_body_only else 1
+                answer = head.encode() + body
+                try:
+                    self.wfile.write(answer[:at_once])
+                    for offset in range(at_once, len(answer)):
+                        time.sleep(document.trickle)
+                        self.wfile.write(answer[offset:offset + 1])
+                except OSError:  # the client gave up, as it should
+                    return
 
             def not_modified(self, headers: dict[str, str]) -> bool:
                 if "If-None-Match" in self.headers:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import random
+import time
 
 import pytest
 from django.core.management import call_command
@@ -264,6 +265,27 @@ def test_it_stops_when_the_request_budget_is_spent(server):
     result = check_feed(feed.subscription, limits=Limits(max_requests=6))
     assert not result.complete
     assert result.requests == 6
+
+
+@pytest.mark.parametrize("max_requests", [7, 8])
+def test_a_spent_budget_is_not_reported_as_a_problem_of_the_feed(server, max_requests):
+    feed = LinkedFeed(server, pages=5)
+    result = check_feed(feed.subscription, limits=Limits(max_requests=max_requests))
+    assert not result.complete
+    assert result.problems == []
+
+
+def test_it_stops_at_the_run_deadline_without_blaming_the_page_it_was_reading(server):
+    feed = LinkedFeed(server, pages=4)
+    for number in range(1, 5):
+        server.documents[f"/archives/{number}"].delay = 0.5
+    started = time.monotonic()
+    result = check_feed(feed.subscription, limits=Limits(deadline=1.2), sample=0,
+                        http_checks=False)
+    assert time.monotonic() - started < 1.8
+    assert not result.complete
+    assert result.problems == []
+    assert any("run deadline of 1.2 s" in note for note in result.notes)
 
 
 def test_it_cannot_run_without_a_document_to_start_from(server):

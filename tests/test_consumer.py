@@ -7,11 +7,13 @@ import io
 import json
 import random
 import socket
+import time
 
 import pytest
 from django.core.management import call_command
 
 from archives.consumer import (
+    FetchError,
     HarvestFailed,
     HarvestState,
     HttpClient,
@@ -258,6 +260,58 @@ def test_a_server_that_does_not_answer_in_time_is_a_warning(server):
     result = harvest(feed.subscription, limits=Limits(timeout=0.3))
     assert not result.complete
     assert any("timed out" in w for w in result.warnings)
+
+
+@pytest.mark.parametrize("body_only", [False, True], ids=["headers", "body"])
+def test_the_timeout_bounds_the_whole_fetch_not_each_read(server, body_only):
+    body = feed_document(updated=at(1), links={}, entries=[entry("urn:x:1", at(1))])
+    # A byte every 0.2 s: a timeout per read of 1 s would never fire.
+    server.documents["/f"] = Document(body, trickle=0.2, trickle_body_only=body_only)
+    client = HttpClient(Limits(timeout=1.0))
+    started = time.monotonic()
+    with pytest.raises(FetchError, match="timed out after 1 s"):
+        client.fetch(server.url("/f"))
+    assert time.monotonic() - started < 1.8
+    assert client.log == [("GET", server.url("/f"), 0)]
+
+
+def test_a_trickling_archive_page_is_a_warning_within_the_timeout(server):
+    feed = LinkedFeed(server, pages=2)
+    server.documents["/archives/1"].trickle = 0.2
+    started = time.monotonic()
+    result = harvest(feed.subscription, limits=Limits(timeout=1.0))
+    assert time.monotonic() - started < 2.5
+    assert not result.complete
+    assert any("timed out" in w and "/archives/1" in w for w in result.warnings)
+
+
+def test_the_run_deadline_stops_a_slow_walk_and_a_later_run_resumes_it(server, tmp_path):
+    feed = LinkedFeed(server, pages=4)
+    for number in range(1, 5):
+        server.documents[f"/archives/{number}"].delay = 0.6
+    state = tmp_path / "state.json"
+    started = time.monotonic()
+    result = harvest(feed.subscription, state_path=state, limits=Limits(deadline=1.5))
+    assert time.monotonic() - started < 2.2
+    assert not result.complete
+    assert any("run deadline of 1.5 s" in w for w in result.warnings)
+    assert server.requested("/archives/1") == 0  # never asked: the run was over
+    result = harvest(feed.subscription, state_path=state)
+    assert result.complete
+    assert len(result.records) == 9
+
+
+def test_the_harvest_command_takes_a_run_deadline(server, tmp_path):
+    feed = LinkedFeed(server, pages=2)
+    server.documents["/archives/1"].delay = 3
+    errors = io.StringIO()
+    started = time.monotonic()
+    with pytest.raises(SystemExit) as stop:
+        call_command("harvest", feed.subscription, "--deadline", "1", "-o",
+                     str(tmp_path / "r.jsonl"), stderr=errors)
+    assert time.monotonic() - started < 2
+    assert stop.value.code == 1
+    assert "timed out" in errors.getvalue()
 
 
 def test_it_refuses_to_follow_a_link_to_a_local_file(server):

@@ -24,11 +24,15 @@ class Command(BaseCommand):
                             help="skip the HTTP checks (304, HEAD): one request per page")
         parser.add_argument("--max-requests", type=int, default=Limits.max_requests)
         parser.add_argument("--max-bytes", type=int, default=Limits.max_bytes)
-        parser.add_argument("--timeout", type=float, default=Limits.timeout)
+        parser.add_argument("--timeout", type=float, default=Limits.timeout,
+                            help="seconds for a whole fetch (connect, headers, body)")
+        parser.add_argument("--deadline", type=float, default=None,
+                            help="seconds for the whole run (default: none)")
 
     def handle(self, *args, url, state, sample, no_http, max_requests, max_bytes, timeout,
-               **options):
-        limits = Limits(max_requests=max_requests, max_bytes=max_bytes, timeout=timeout)
+               deadline, **options):
+        limits = Limits(max_requests=max_requests, max_bytes=max_bytes, timeout=timeout,
+                        deadline=deadline)
         try:
             result = check_feed(url, limits=limits, state_path=state, sample=sample,
                                 http_checks=not no_http)

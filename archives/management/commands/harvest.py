@@ -33,14 +33,18 @@ class Command(BaseCommand):
         parser.add_argument("--max-bytes", type=int, default=Limits.max_bytes,
                             help="largest document accepted")
         parser.add_argument("--timeout", type=float, default=Limits.timeout,
-                            help="seconds per connection and per read")
+                            help="seconds for a whole fetch (connect, headers, body)")
+        parser.add_argument("--deadline", type=float, default=None,
+                            help="seconds for the whole run (default: none); the pages not "
+                                 "read by then are read by the next run")
         parser.add_argument("--summary-json", action="store_true",
                             help="print the summary as JSON (on stderr)")
         parser.add_argument("--no-progress", action="store_true")
 
-    def handle(self, *args, url, state, output, max_requests, max_bytes, timeout,
+    def handle(self, *args, url, state, output, max_requests, max_bytes, timeout, deadline,
                summary_json, no_progress, **options):
-        limits = Limits(max_requests=max_requests, max_bytes=max_bytes, timeout=timeout)
+        limits = Limits(max_requests=max_requests, max_bytes=max_bytes, timeout=timeout,
+                        deadline=deadline)
         progress = None if no_progress else Progress(self.stderr._out)
         try:
             result = harvest(url, state_path=state, limits=limits, progress=progress,
