@@ -7,6 +7,7 @@ from django.contrib.auth.models import Permission, User
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from archives.documents import record_json
 from archives.models import Entry, Record
 
 from .factories import FeedFactory, RecordFactory, record_data
@@ -70,7 +71,7 @@ def test_concurrent_patches_of_different_fields_lose_none_of_them(token, setting
     responses = run_at_once([patcher(patch) for patch in patches])
 
     assert [r.status_code for r in responses] == [200] * len(patches)
-    record = Record.objects.get(key="k1").as_json()
+    record = record_json(Record.objects.get(key="k1"))
     assert (record["title"], record["summary"], record["metadata"]) == (
         "New title", "New summary", {"new": True})
     assert record["links"][0]["href"] == "https://example.org/new"

@@ -12,6 +12,7 @@ from django.urls import reverse
 from rest_framework import serializers
 
 from archives import validation
+from archives.documents import record_json
 from archives.models import Feed, Record
 from archives.publishing import MAX_BATCH_OPERATIONS
 
@@ -128,7 +129,7 @@ class RecordSerializer(serializers.Serializer):
     url = serializers.URLField(help_text="The record's public URL (Atom entry or JSON).")
 
     def to_representation(self, record: Record) -> dict[str, Any]:
-        return record.as_json()
+        return record_json(record)
 
 
 class RecordFilterSerializer(serializers.Serializer):
