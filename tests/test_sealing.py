@@ -277,3 +277,42 @@ def test_a_stored_page_no_claim_covers_is_reported_not_retried_forever(feed):
         last_updated=feed.last_updated, body=b"<feed/>", etag='"x"')
     with pytest.raises(RuntimeError, match="needs repair"):
         seal_feed(feed)
+
+
+def test_the_watching_sealer_outlives_a_lost_database_and_logs_each_outage_once(
+        monkeypatch, caplog):
+    from django.db import OperationalError
+
+    from archives.management.commands import seal_archives
+
+    lost = OperationalError("server closed the connection unexpectedly")
+    passes = [lost, lost, lost, [], lost, []]  # two outages, each followed by a good pass
+    calls, closed = [], []
+
+    def seal_all(**kwargs):
+        calls.append(kwargs)
+        outcome = passes[len(calls) - 1]
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    class Stop(Exception):
+        pass
+
+    def sleep(seconds):
+        if len(calls) == len(passes):
+            raise Stop
+
+    monkeypatch.setattr(seal_archives, "seal_all", seal_all)
+    monkeypatch.setattr(seal_archives, "close_old_connections", lambda: closed.append(1))
+    monkeypatch.setattr(seal_archives.time, "sleep", sleep)
+    caplog.set_level("INFO", logger=seal_archives.__name__)
+
+    with pytest.raises(Stop):
+        call_command("seal_archives", "--watch", "1", stdout=StringIO())
+
+    messages = [r.getMessage() for r in caplog.records if r.name == seal_archives.__name__]
+    assert len(calls) == len(passes)
+    assert len(closed) == 4  # the dead connection is dropped after every failed pass
+    assert ["lost" if "unavailable" in m else "back" if "again" in m else m
+            for m in messages] == ["lost", "back", "lost", "back"]

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 import time
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db import InterfaceError, OperationalError, close_old_connections
 
 from archives.models import Feed
 from archives.sealing import seal_all, seal_feed
+
+logger = logging.getLogger(__name__)
 
 
 class Command(BaseCommand):
@@ -23,10 +27,25 @@ class Command(BaseCommand):
     def handle(self, *args, feed=None, watch=None, dry_run=False, **options):
         if watch is not None and watch <= 0:
             raise CommandError("--watch needs a positive number of seconds")
+        if watch is None:
+            self.seal_once(feed, dry_run, quiet=False)
+            return
+        database_lost = False
         while True:
-            self.seal_once(feed, dry_run, quiet=watch is not None)
-            if watch is None:
-                return
+            try:
+                self.seal_once(feed, dry_run, quiet=True)
+            except (OperationalError, InterfaceError) as error:
+                # A database restart or failover must not stop the sealer: drop the dead
+                # connection (the next query opens a new one) and try again next time.
+                close_old_connections()
+                if not database_lost:
+                    logger.error("seal_archives: database unavailable (%s); retrying every "
+                                 "%s s", str(error).strip(), watch)
+                database_lost = True
+            else:
+                if database_lost:
+                    logger.info("seal_archives: database available again")
+                database_lost = False
             time.sleep(watch)
 
     def seal_once(self, slug: str | None, dry_run: bool, *, quiet: bool) -> None:
