@@ -121,6 +121,25 @@ def test_a_write_in_the_same_second_as_a_poll_is_never_hidden_by_a_304(deployed)
     assert again.header("X-Cache-Status") in {"EXPIRED", "MISS"}, describe(again)
 
 
+def test_the_open_linked_page_is_never_304_on_a_date(deployed):
+    """Its Last-Modified is its newest entity's (the linked-pages format's rule), so two
+    versions within one second share it: only its ETag can tell them apart."""
+    feed = FeedFactory(slug="deployed", page_size=100)
+    start_of_a_second()
+    write(feed, [1])
+    first = deployed.request("/feeds/deployed/pages/1")
+    write(feed, [2])  # the same second: the page gains an entity under the same date
+    assert first.status == 200
+    assert b"/records/k2" not in first.body
+
+    wait_until_expired(first)
+    since = first.header("Last-Modified") or first.header("Date")
+    again = deployed.request("/feeds/deployed/pages/1", {"If-Modified-Since": since})
+
+    assert again.status == 200, describe(again)
+    assert b"/records/k2" in again.body
+
+
 # (3) A final page from nginx's cache ---------------------------------------------------
 
 def test_a_final_page_is_served_from_the_cache_with_304s(deployed):
