@@ -3,6 +3,12 @@ from django.urls import include, path
 
 from feedpub.health import healthz
 
+# API clients get JSON errors, even from failures outside a DRF view (an unknown /api/
+# URL, a database lost in middleware); everyone else gets Django's pages.
+handler400 = "archives.api.exceptions.bad_request"
+handler404 = "archives.api.exceptions.page_not_found"
+handler500 = "archives.api.exceptions.server_error"
+
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),

@@ -526,10 +526,11 @@ def test_the_list_refuses_a_bad_filter(anon, feed, query, field):
     assert field in response.json()["errors"]
 
 
-def test_a_bad_cursor_is_a_404_not_a_500(anon, feed):
+def test_a_bad_cursor_is_a_400_not_a_500(anon, feed):
     response = anon.get(url() + "?cursor=garbage")
 
-    assert response.status_code == 404
+    assert response.status_code == 400
+    assert "cursor" in response.json()["errors"]
 
 
 # Batch

@@ -2,19 +2,37 @@
 
 `errors` is present when the problem is in the request body or query, and names each
 field (for a batch: each operation by its index) with the reasons it was refused.
+
+API errors are JSON always: `handle` shapes what DRF's views raise (a lost database
+included: 503), and the project's handler400/404/500 (`bad_request`, `page_not_found`,
+`server_error`) answer JSON for /api/ paths whatever failed outside a DRF view.
 """
 
 from __future__ import annotations
 
+import logging
+import sys
 from typing import Any
 
+from django.core.exceptions import RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import InterfaceError, OperationalError
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views import defaults
 from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
 from archives.models import Record
 from archives.publishing import BatchError, PreconditionFailed
+
+logger = logging.getLogger(__name__)
+
+API_PREFIX = "/api/"
+# A lost database connection is replaced on the next request; a restart takes seconds.
+RETRY_AFTER_SECONDS = 5
+# The database errors that mean "unavailable", not "this request is wrong".
+DATABASE_DOWN = (OperationalError, InterfaceError)
 
 
 class Conflict(exceptions.APIException):
@@ -28,6 +46,13 @@ class Conflict(exceptions.APIException):
         super().__init__()
         self.errors = error_dict(error)
         self.detail = "; ".join(_flatten(self.errors)) or self.default_detail
+
+
+class ServiceUnavailable(exceptions.APIException):
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_detail = "The database is unavailable; try again shortly."
+    default_code = "service_unavailable"
+    wait = RETRY_AFTER_SECONDS  # DRF sends it as Retry-After
 
 
 class Invalid(exceptions.ValidationError):
@@ -62,6 +87,9 @@ def handle(exc: Exception, context: dict) -> Response | None:
         exc.status_code = status.HTTP_412_PRECONDITION_FAILED
     elif isinstance(exc, Record.DoesNotExist):
         exc = exceptions.NotFound(str(exc))
+    elif isinstance(exc, DATABASE_DOWN):
+        logger.error("API request failed: the database is unavailable", exc_info=exc)
+        exc = ServiceUnavailable()
     response = exception_handler(exc, context)
     if response is None:
         return None
@@ -83,3 +111,39 @@ def _shape(exc: Exception, data: Any) -> dict[str, Any]:
 
 def _flatten(errors: dict[str, Any]) -> list[str]:
     return [f"{field}: {message}" for field, messages in errors.items() for message in messages]
+
+
+# The project's error views (feedpub/urls.py): JSON under /api/, Django's pages elsewhere.
+
+
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    if not _is_api(request):
+        return defaults.bad_request(request, exception)
+    if isinstance(exception, RequestDataTooBig):  # request.body read outside the parser
+        return _json(status.HTTP_413_REQUEST_ENTITY_TOO_LARGE, "The request body is too large.")
+    return _json(status.HTTP_400_BAD_REQUEST, "Bad request.")
+
+
+def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    if not _is_api(request):
+        return defaults.page_not_found(request, exception)
+    return _json(status.HTTP_404_NOT_FOUND, "Not found: no such API endpoint.")
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """Django calls it inside its `except` block (unhandled exceptions, already logged),
+    so the exception is at hand: a lost database is a 503, anything else a 500."""
+    if not _is_api(request):
+        return defaults.server_error(request)
+    if isinstance(sys.exc_info()[1], DATABASE_DOWN):
+        return _json(ServiceUnavailable.status_code, str(ServiceUnavailable.default_detail),
+                     headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
+    return _json(status.HTTP_500_INTERNAL_SERVER_ERROR, "Internal server error; it was logged.")
+
+
+def _is_api(request: HttpRequest) -> bool:
+    return request.path_info.startswith(API_PREFIX)
+
+
+def _json(status_code: int, detail: str, headers: dict[str, str] | None = None) -> JsonResponse:
+    return JsonResponse({"detail": detail}, status=status_code, headers=headers)

@@ -4,6 +4,7 @@ write path refuse exactly the same things. Declared fields describe the OpenAPI 
 
 from __future__ import annotations
 
+from datetime import UTC
 from typing import Any
 
 from django.conf import settings
@@ -17,6 +18,8 @@ from archives.models import Feed, Record
 from archives.publishing import MAX_BATCH_OPERATIONS
 
 from .exceptions import as_drf
+
+VIEW_DELETED_PERM = "archives.view_record"
 
 
 class StrictFieldsMixin:
@@ -62,12 +65,15 @@ class FeedSerializer(StrictFieldsMixin, serializers.ModelSerializer):
     def get_records(self, feed: Feed) -> str:
         return self._absolute(reverse("api:record-list", args=[feed.slug]))
 
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        try:
-            validation.clean_feed_text(attrs)
-        except DjangoValidationError as error:
-            raise as_drf(error) from None
-        return attrs
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        # The body as sent, before CharField trims it: "a\u000b" must be refused, not
+        # stored as "a" (validation's rule, the same as for records and the admin).
+        if isinstance(data, dict):
+            try:
+                validation.clean_feed_text(data)
+            except DjangoValidationError as error:
+                raise as_drf(error) from None
+        return super().to_internal_value(data)
 
     def _absolute(self, path: str) -> str:
         request = self.context.get("request")
@@ -113,23 +119,47 @@ class RecordPatchSerializer(RecordBodySerializer):
         return data  # checked whole, merged with the stored record, by the view
 
 
-class RecordSerializer(serializers.Serializer):
-    """A record as the API answers it: the same JSON as the record's own URL."""
+class TombstoneSerializer(serializers.Serializer):
+    """A deleted record as shown to those without archives.view_record: that it existed
+    and when it went, as the Atom deletion entry and the public URL's 410 tell anyone."""
 
     key = serializers.CharField()
     atom_id = serializers.CharField(help_text="urn:uuid, stable across hosts.")
-    title = serializers.CharField()
-    summary = serializers.CharField()
-    metadata = serializers.DictField()
-    links = LinkSerializer(many=True)
-    created = serializers.DateTimeField()
+    # The format of every timestamp of the API and the documents (RFC 3339, UTC, µs).
+    updated = serializers.DateTimeField(format="%Y-%m-%dT%H:%M:%S.%fZ", default_timezone=UTC,
+                                        help_text="When it was deleted.")
+    deleted = serializers.BooleanField(source="is_deleted")
+
+
+class RecordSerializer(serializers.Serializer):
+    """A record as the API answers it: the same JSON as the record's own URL. A deleted
+    record is a tombstone (key, atom_id, updated, deleted) unless the request's user may
+    view records (archives.view_record): deleting takes a record out of public view."""
+
+    key = serializers.CharField()
+    atom_id = serializers.CharField(help_text="urn:uuid, stable across hosts.")
+    # Not in a tombstone (required=False says so in the schema).
+    title = serializers.CharField(required=False)
+    summary = serializers.CharField(required=False)
+    metadata = serializers.DictField(required=False)
+    links = LinkSerializer(many=True, required=False)
+    created = serializers.DateTimeField(required=False)
     updated = serializers.DateTimeField(
         help_text="The time of the record's newest entry (its atom:updated).")
     deleted = serializers.BooleanField()
-    url = serializers.URLField(help_text="The record's public URL (Atom entry or JSON).")
+    url = serializers.URLField(required=False,
+                               help_text="The record's public URL (Atom entry or JSON).")
 
     def to_representation(self, record: Record) -> dict[str, Any]:
+        if record.is_deleted and not self._may_view_deleted():
+            return TombstoneSerializer(record).data
         return record_json(record)
+
+    def _may_view_deleted(self) -> bool:
+        # No request in the context: nobody to show more than the tombstone to. (The
+        # auth backend caches a user's permissions: one query per request, not per item.)
+        user = getattr(self.context.get("request"), "user", None)
+        return bool(user and user.has_perm(VIEW_DELETED_PERM))
 
 
 class RecordFilterSerializer(serializers.Serializer):

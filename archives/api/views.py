@@ -15,17 +15,17 @@ from django.utils.cache import get_conditional_response
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import generics, status
-from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from archives import publishing
 from archives.models import Entry, Feed, Record
-from archives.validation import RECORD_FIELDS
+from archives.validation import RECORD_FIELDS, clean_key
 
 from .exceptions import Conflict
 from .pagination import FeedCursor, RecordCursor
-from .permissions import require
+from .parsers import require_length
+from .permissions import MayWriteRecords, require
 from .serializers import (
     BatchAnswerSerializer,
     BatchSerializer,
@@ -43,9 +43,14 @@ ERRORS = {
     403: "The user lacks the model permission this write needs.",
     404: "No such feed or record.",
     409: "The feed's state forbids the change (it has sealed archive pages).",
+    411: "The body came chunked (Transfer-Encoding) without a Content-Length.",
     412: "If-Match does not match the record's current ETag: it changed meanwhile.",
     413: "The body is larger than FEEDPUB_API_MAX_BODY_BYTES (10 MiB by default).",
+    503: "The database is unavailable; retry after the seconds given in Retry-After.",
 }
+# Any request may meet a lost database; any body may be refused unread.
+ANY = (503,)
+BODY = (411, 413)
 IF_MATCH = OpenApiParameter(
     "If-Match", OpenApiTypes.STR, OpenApiParameter.HEADER,
     description="The record's ETag as last read: the write happens only if it is still "
@@ -54,22 +59,30 @@ IF_MATCH = OpenApiParameter(
 
 
 def errors(*codes: int) -> dict[int, OpenApiResponse]:
-    return {code: OpenApiResponse(ErrorSerializer, ERRORS[code]) for code in codes}
+    return {code: OpenApiResponse(ErrorSerializer, ERRORS[code]) for code in (*codes, *ANY)}
+
+
+class ApiView(generics.GenericAPIView):
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        # Before anything else: a body we cannot read must not pass for an empty one.
+        require_length(request)
+        super().initial(request, *args, **kwargs)
 
 
 @extend_schema(tags=["feeds"])
-class FeedList(generics.GenericAPIView):
+class FeedList(ApiView):
     queryset = Feed.objects.all()
     serializer_class = FeedSerializer
     pagination_class = FeedCursor
 
-    @extend_schema(summary="List feeds", responses={200: FeedSerializer(many=True)})
+    @extend_schema(summary="List feeds",
+                   responses={200: FeedSerializer(many=True), **errors(400)})
     def get(self, request: Request) -> Response:
         page = self.paginate_queryset(self.get_queryset())
         return self.get_paginated_response(self.get_serializer(page, many=True).data)
 
     @extend_schema(summary="Create a feed",
-                   responses={201: FeedSerializer, **errors(400, 401, 403, 413)})
+                   responses={201: FeedSerializer, **errors(400, 401, 403, *BODY)})
     def post(self, request: Request) -> Response:
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -79,7 +92,7 @@ class FeedList(generics.GenericAPIView):
 
 
 @extend_schema(tags=["feeds"])
-class FeedDetail(generics.GenericAPIView):
+class FeedDetail(ApiView):
     queryset = Feed.objects.all()
     serializer_class = FeedSerializer
     lookup_field = "slug"
@@ -93,7 +106,7 @@ class FeedDetail(generics.GenericAPIView):
         summary="Change a feed",
         description="`slug` and `page_size` cannot change once an archive page is sealed "
                     "(409): archive URIs and page ranges are promised forever.",
-        responses={200: FeedSerializer, **errors(400, 401, 403, 404, 409, 413)},
+        responses={200: FeedSerializer, **errors(400, 401, 403, 404, 409, *BODY)},
     )
     def patch(self, request: Request, slug: str) -> Response:
         feed = self.get_object()
@@ -127,13 +140,14 @@ class FeedMixin:
 
 @extend_schema(tags=["records"], parameters=[
     OpenApiParameter("deleted", OpenApiTypes.BOOL,
-                     description="true: only deleted records; false: only live ones."),
+                     description="true: only deleted records (tombstones unless the user "
+                                 "has archives.view_record); false: only live ones."),
     OpenApiParameter("updated_since", OpenApiTypes.DATETIME,
                      description="Only records whose `updated` is at or after this instant "
                                  "(RFC 3339)."),
     OpenApiParameter("page_size", OpenApiTypes.INT, description="1 to 1000; default 100."),
 ])
-class RecordList(FeedMixin, generics.GenericAPIView):
+class RecordList(FeedMixin, ApiView):
     """A feed's records, oldest change first (cursor-paginated; follow `next`)."""
 
     queryset = Record.objects.all()
@@ -158,7 +172,7 @@ class RecordList(FeedMixin, generics.GenericAPIView):
 
 
 @extend_schema(tags=["records"])
-class RecordDetail(FeedMixin, generics.GenericAPIView):
+class RecordDetail(FeedMixin, ApiView):
     """One record by its key. Every answer carries the record's ETag."""
 
     queryset = Record.objects.all()
@@ -172,22 +186,30 @@ class RecordDetail(FeedMixin, generics.GenericAPIView):
             return RecordBodySerializer
         return RecordSerializer
 
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)
+        # After the permission checks, before any query: a key that could never be
+        # stored is a 400 for every method (and a NUL would be a 500 on PostgreSQL).
+        clean_key(self.kwargs["key"])
+
     def get_object(self) -> Record:
         return get_object_or_404(Record.objects.select_related("feed"),
                                  feed__slug=self.kwargs["slug"], key=self.kwargs["key"])
 
     @extend_schema(
         summary="Read a record",
-        description="Deleted records are answered too, with `deleted: true`. "
-                    "`If-None-Match` with the current ETag answers 304.",
-        responses={200: RecordSerializer, 304: None, **errors(404)},
+        description="Deleted records are answered too: in full, with `deleted: true`, to "
+                    "users with archives.view_record, else as a tombstone (`key`, "
+                    "`atom_id`, `updated`, `deleted`). `If-None-Match` with the current "
+                    "ETag answers 304.",
+        responses={200: RecordSerializer, 304: None, **errors(400, 404)},
     )
     def get(self, request: Request, slug: str, key: str) -> Response:
         record = self.get_object()
         etag = publishing.record_etag(record)
         if get_conditional_response(request, etag=etag) is not None:
             return Response(status=status.HTTP_304_NOT_MODIFIED, headers={"ETag": etag})
-        return _record_answer(record)
+        return _record_answer(request, record)
 
     @extend_schema(
         summary="Create or replace a record",
@@ -196,7 +218,7 @@ class RecordDetail(FeedMixin, generics.GenericAPIView):
                     "Creating needs archives.add_record as well as change_record.",
         request=RecordBodySerializer, parameters=[IF_MATCH],
         responses={200: RecordSerializer, 201: RecordSerializer,
-                   **errors(400, 401, 403, 404, 412, 413)},
+                   **errors(400, 401, 403, 404, 412, *BODY)},
     )
     def put(self, request: Request, slug: str, key: str) -> Response:
         feed = self.get_feed()
@@ -210,7 +232,7 @@ class RecordDetail(FeedMixin, generics.GenericAPIView):
         record = entry.record if entry else self.get_object()
         created = entry is not None and entry.kind == Entry.Kind.CREATE and (
             record.created == entry.updated)
-        return _record_answer(record, created=created)
+        return _record_answer(request, record, created=created)
 
     @extend_schema(
         summary="Change some fields of a record",
@@ -218,7 +240,7 @@ class RecordDetail(FeedMixin, generics.GenericAPIView):
                     "result must be a valid record. A deleted record is not patched (409): "
                     "PUT it to restore it.",
         request=RecordPatchSerializer, parameters=[IF_MATCH],
-        responses={200: RecordSerializer, **errors(400, 401, 403, 404, 409, 412, 413)},
+        responses={200: RecordSerializer, **errors(400, 401, 403, 404, 409, 412, *BODY)},
     )
     def patch(self, request: Request, slug: str, key: str) -> Response:
         patch = RecordPatchSerializer(data=request.data)
@@ -244,14 +266,15 @@ class RecordDetail(FeedMixin, generics.GenericAPIView):
                 if guard == if_match:
                     raise
                 continue
-            return _record_answer(entry.record if entry else self.get_object())
+            return _record_answer(request, entry.record if entry else self.get_object())
         raise publishing.PreconditionFailed("The record kept changing; try again.")
 
     @extend_schema(
         summary="Delete a record",
-        description="Appends a deletion entry (the record stays readable with "
-                    "`deleted: true`). Deleting a deleted record appends nothing (204).",
-        parameters=[IF_MATCH], responses={204: None, **errors(401, 403, 404, 412)},
+        description="Appends a deletion entry (the record stays readable: as a tombstone, "
+                    "or whole to users with archives.view_record). Deleting a deleted record "
+                    "appends nothing (204).",
+        parameters=[IF_MATCH], responses={204: None, **errors(400, 401, 403, 404, 412)},
     )
     def delete(self, request: Request, slug: str, key: str) -> Response:
         publishing.delete_record(feed=self.get_feed(), key=key,
@@ -260,9 +283,10 @@ class RecordDetail(FeedMixin, generics.GenericAPIView):
 
 
 @extend_schema(tags=["records"])
-class Batch(FeedMixin, generics.GenericAPIView):
-    # Which model permissions a batch needs depends on its operations: checked in post().
-    permission_classes = [IsAuthenticated]
+class Batch(FeedMixin, ApiView):
+    # A user without any record permission is refused before anything is read; the
+    # exact permissions depend on the operations: checked in post() once they are parsed.
+    permission_classes = [MayWriteRecords]
     serializer_class = BatchSerializer
 
     @extend_schema(
@@ -271,10 +295,11 @@ class Batch(FeedMixin, generics.GenericAPIView):
             f"Up to {publishing.MAX_BATCH_OPERATIONS} operations, applied in order, all or "
             "nothing, in one transaction. A refused batch changes nothing and its `errors` "
             "name each bad operation by index: {\"operations\": {\"3\": {\"key\": [...]}}}. "
-            "Puts need archives.add_record and change_record, deletes delete_record."
+            "Puts need archives.add_record and change_record, deletes delete_record. An "
+            "empty batch is refused (400)."
         ),
         request=BatchSerializer,
-        responses={200: BatchAnswerSerializer, **errors(400, 401, 403, 404, 413)},
+        responses={200: BatchAnswerSerializer, **errors(400, 401, 403, 404, *BODY)},
     )
     def post(self, request: Request, slug: str) -> Response:
         feed = self.get_feed()
@@ -292,11 +317,12 @@ class Batch(FeedMixin, generics.GenericAPIView):
         return Response({"applied": applied, "results": results})
 
 
-def _record_answer(record: Record, *, created: bool = False) -> Response:
+def _record_answer(request: Request, record: Record, *, created: bool = False) -> Response:
     headers = {"ETag": publishing.record_etag(record)}
     if created:
         headers["Location"] = reverse("api:record-detail", args=[record.feed.slug, record.key])
-    return Response(RecordSerializer(record).data, headers=headers,
+    data = RecordSerializer(record, context={"request": request}).data
+    return Response(data, headers=headers,
                     status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
 
