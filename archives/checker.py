@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import random
+import tempfile
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -408,23 +409,36 @@ class Checker:
                 self._problem(page.url, "immutability.changed",
                               "this archive page changed after it had its next-archive link")
             state["pages"][page.url] = seen
-        _save_state(self.state_path, state)
+        save_state(self.state_path, state)
 
     def _problem(self, url: str, code: str, message: str) -> None:
         self.problems.add(Problem(url, code, message))
 
 
+# Internal entities are expanded: C14N cannot write an entity reference, and what a page
+# says is the expansion. libxml2 refuses an expansion that grows too much; nothing external.
+_HASH_PARSER = etree.XMLParser(resolve_entities="internal", no_network=True,
+                               remove_blank_text=True)
+
+
 def content_hash(body: bytes) -> str:
     """A hash of an archive page that ignores its next-archive link (the one allowed change)
     and insignificant whitespace."""
-    parser = etree.XMLParser(resolve_entities=False, no_network=True, remove_blank_text=True)
     try:
-        root = etree.fromstring(body, parser)  # noqa: S320 - parser hardened
+        root = etree.fromstring(body, _HASH_PARSER)  # noqa: S320 - parser hardened
     except etree.XMLSyntaxError:
         return hashlib.sha256(body).hexdigest()
+    if root.getroottree().docinfo.internalDTD is not None:
+        # Under a DTD libxml2's C14N writes stray xmlns="" attributes: canonicalize the
+        # document as it reads with its entities expanded, without the DTD.
+        root = etree.fromstring(etree.tostring(root), _HASH_PARSER)  # noqa: S320
     for link in root.findall(f"{A}link[@rel='next-archive']"):
         root.remove(link)
-    return hashlib.sha256(etree.tostring(root, method="c14n")).hexdigest()
+    try:
+        canonical = etree.tostring(root, method="c14n")
+    except etree.C14NError:  # e.g. a relative namespace URI, which C14N 1.0 refuses
+        canonical = etree.tostring(root.getroottree())
+    return hashlib.sha256(canonical).hexdigest()
 
 
 def _load_state(path: str) -> dict[str, Any]:
@@ -440,10 +454,19 @@ def _load_state(path: str) -> dict[str, Any]:
         raise CheckFailed(f"cannot read state file {path}: {error}") from error
 
 
-def _save_state(path: str, state: dict[str, Any]) -> None:
-    temporary = f"{path}.tmp"
-    Path(temporary).write_text(json.dumps(state, indent=1, sort_keys=True), encoding="utf-8")
-    os.replace(temporary, path)
+def save_state(path: str, state: dict[str, Any]) -> None:
+    """Write, then rename: a reader never sees half a file. The temporary file's name is
+    unique, so two runs saving at once cannot rename each other's (the last one wins)."""
+    target = Path(path)
+    with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=target.parent,
+                                     prefix=f"{target.name}.", suffix=".tmp",
+                                     delete=False) as out:
+        try:
+            json.dump(state, out, indent=1, sort_keys=True)
+        except BaseException:
+            os.unlink(out.name)
+            raise
+    os.replace(out.name, target)
 
 
 def _text(moment: datetime) -> str:

@@ -383,8 +383,10 @@ class AtomDocument:
         return self.link("next-archive")
 
 
-# No entities, no network, no giant trees: documents come from strangers.
-_PARSER = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=False)
+# Documents come from strangers: no network, no giant trees, no external entities. Internal
+# entities (declared in the document) are expanded, as XML requires; libxml2 refuses an
+# expansion that grows too much (the "billion laughs").
+_PARSER = etree.XMLParser(resolve_entities="internal", no_network=True, huge_tree=False)
 
 
 def parse_document(body: bytes, url: str, *, base: str | None = None) -> AtomDocument:

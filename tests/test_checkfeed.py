@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import io
+import json
+import os
 import random
 import time
+from pathlib import Path
 
 import pytest
 from django.core.management import call_command
 
-from archives.checker import CheckFailed, check_feed, content_hash
+from archives.checker import CheckFailed, check_feed, content_hash, save_state
 from archives.consumer import Limits
 
 from .broken_feeds import IMMUTABLE, Document, FeedServer, LinkedFeed, at, entry, feed_document
@@ -216,6 +219,55 @@ def test_relative_links_resolve_against_the_url_after_redirects(server):
     result = check_feed(server.url("/feed"), sample=0)
     assert result.problems == []
     assert result.documents == 2
+
+
+def with_entity(body: bytes, value: str) -> bytes:
+    """The document with an internal DTD subset declaring &org;, used in its entries' titles."""
+    doctype = f'<!DOCTYPE feed [<!ENTITY org "{value}">]>\n'.encode()
+    body = body.replace(b"<title>A record</title>", b"<title>A record of &org;</title>")
+    return body.replace(b"<feed ", doctype + b"<feed ", 1)
+
+
+def test_a_page_that_declares_and_uses_an_entity_is_checked_with_a_state_file(server,
+                                                                             tmp_path):
+    feed = LinkedFeed(server, pages=2)
+    page = server.documents["/archives/1"]
+    page.body = with_entity(page.body, "Example Org")
+    state = str(tmp_path / "pages.json")
+    assert check_feed(feed.subscription, state_path=state, sample=0).problems == []
+    assert check_feed(feed.subscription, state_path=state, sample=0).problems == []
+    page.body = page.body.replace(b"Example Org", b"Another Org")  # what the entity means
+    result = check_feed(feed.subscription, state_path=state, sample=0)
+    assert codes(result) == {("immutability.changed", "/archives/1")}
+
+
+def test_the_content_hash_of_a_page_with_an_entity_is_that_of_its_expansion():
+    body = feed_document(updated=at(1), links={}, archive=True, entries=[entry("urn:x:1", at(1))])
+    expanded = body.replace(b"<title>A record</title>", b"<title>A record of Example Org</title>")
+    assert content_hash(with_entity(body, "Example Org")) == content_hash(expanded)
+
+
+def test_the_content_hash_of_a_page_c14n_refuses_is_still_a_hash():
+    body = feed_document(updated=at(1), links={}, archive=True, entries=[],
+                         extra='<x:ext xmlns:x="relative/namespace"/>')  # C14N 1.0 refuses it
+    assert len(content_hash(body)) == 64
+
+
+def test_two_checks_saving_one_state_file_at_once_do_not_clash(tmp_path, monkeypatch):
+    path = str(tmp_path / "pages.json")
+    real_replace, renamed = os.replace, []
+
+    def replace(source, target):
+        renamed.append(source)
+        if len(renamed) == 1:  # another run saves between this one's write and its rename
+            save_state(path, {"version": 1, "pages": {"b": {}}})
+        real_replace(source, target)
+
+    monkeypatch.setattr(os, "replace", replace)
+    save_state(path, {"version": 1, "pages": {"a": {}}})
+    assert len(set(renamed)) == 2
+    assert json.loads(Path(path).read_text())["pages"] == {"a": {}}  # the last rename wins
+    assert os.listdir(tmp_path) == ["pages.json"]
 
 
 def test_it_finds_an_invalid_document(server):

@@ -171,6 +171,15 @@ def test_a_complete_subscription_document_replaces_everything_known(server, tmp_
     assert [r["id"] for r in harvest(feed.subscription, state_path=state).records] == ["urn:x:2"]
 
 
+def test_an_entity_of_the_internal_dtd_subset_is_read_as_its_text(server):
+    body = feed_document(updated=at(1), links={}, entries=[entry("urn:x:1", at(1))])
+    body = body.replace(b"<title>A record</title>", b"<title>A record of &org;</title>")
+    body = body.replace(b"<feed ", b'<!DOCTYPE feed [<!ENTITY org "Example Org">]><feed ', 1)
+    server.documents["/f"] = Document(body)
+    [record] = harvest(server.url("/f")).records
+    assert record["title"] == "A record of Example Org"
+
+
 def test_links_are_resolved_against_xml_base(server):
     body = feed_document(updated=at(1), links={}, entries=[], extra="").replace(
         b"<feed ", b'<feed xml:base="http://example.org/base/" ')
