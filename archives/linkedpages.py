@@ -90,6 +90,14 @@ def render_page(feed: Feed, rows: list[EntryRow]) -> tuple[bytes, str]:
     return render(entity(feed, row, base) for row in rows)
 
 
+def split(body: bytes) -> list[bytes]:
+    """The parts of a body `render` made, byte for byte (so a snapshot reuses the frozen
+    entities of sealed pages instead of rendering them again)."""
+    boundary = body[2:body.index(CRLF)]
+    opening, closing = b"--" + boundary + CRLF, CRLF + b"--" + boundary + b"--" + CRLF
+    return body[len(opening):-len(closing)].split(CRLF + b"--" + boundary + CRLF)
+
+
 def content_type_of(body: bytes) -> str:
     """The Content-Type of a stored page: its boundary is its first line."""
     boundary = body[2:body.index(CRLF)].decode()
