@@ -40,6 +40,18 @@ def envint(name: str, default: str) -> int:
         raise ImproperlyConfigured(f"{name} must be an integer, not {value!r}") from None
 
 
+def envrate(name: str, default: str) -> str | None:
+    """A request rate such as "600/minute" (DRF's n/second|minute|hour|day); "off": none."""
+    value = (env(name, default) or "").strip()
+    if value.lower() in {"", "off", "none"}:
+        return None
+    number, _, period = value.partition("/")
+    if not number.isdigit() or period[:1] not in {"s", "m", "h", "d"}:
+        raise ImproperlyConfigured(f"{name} must be a rate such as 600/minute, or off; "
+                                   f"not {value!r}")
+    return value
+
+
 # Development defaults, as healthchecks does: production sets DEBUG=false and a SECRET_KEY.
 DEBUG = envbool("DEBUG", "true")
 SECRET_KEY = env("SECRET_KEY") or ""
@@ -155,6 +167,11 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 
+# Request rates allowed per API client (archives/api/throttling.py), counted per process:
+# anonymous clients by address, the others by user (token).
+FEEDPUB_API_ANON_RATE = envrate("FEEDPUB_API_ANON_RATE", "600/minute")
+FEEDPUB_API_USER_RATE = envrate("FEEDPUB_API_USER_RATE", "6000/minute")
+
 # The producer API (archives/api). Token first: an anonymous write then gets 401 with
 # `WWW-Authenticate: Token` rather than 403; sessions serve the browsable API.
 REST_FRAMEWORK = {
@@ -170,6 +187,14 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "archives.api.exceptions.handle",
+    "DEFAULT_THROTTLE_CLASSES": [
+        "archives.api.throttling.AnonThrottle",
+        "archives.api.throttling.UserThrottle",
+    ],
+    # A client's address for the anonymous rate: the last X-Forwarded-For entry, the one
+    # the deploy's nginx appends (DRF's default takes the whole header, which a client
+    # writes). 0 when clients reach gunicorn directly.
+    "NUM_PROXIES": envint("FEEDPUB_API_PROXIES", "1"),
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "feedpub producer API",

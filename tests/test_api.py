@@ -8,6 +8,7 @@ from io import StringIO
 import factory
 import pytest
 from django.contrib.auth.models import Permission, User
+from django.core.cache import cache
 from django.core.management import call_command
 from factory.django import DjangoModelFactory
 from lxml import etree, html
@@ -43,6 +44,14 @@ def token_client(user: User) -> APIClient:
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
     return client
+
+
+@pytest.fixture(autouse=True)
+def _fresh_throttles():
+    # Request counts live in the default cache, which outlives each test's database.
+    cache.clear()
+    yield
+    cache.clear()
 
 
 @pytest.fixture

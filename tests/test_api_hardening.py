@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import http.client
 import json
+import socket
 from urllib.parse import urlsplit
 
 import pytest
@@ -17,10 +18,17 @@ from rest_framework.test import APIClient
 from archives import publishing
 from archives.api import exceptions as api_exceptions
 from archives.api import views as api_views
+from archives.api.pagination import RecordCursor
 from archives.models import Entry, Feed, Record
 
 from .factories import FeedFactory, RecordFactory, record_data
-from .test_api import RECORD_PERMS, UserFactory, token_client, url
+from .test_api import (
+    RECORD_PERMS,
+    UserFactory,
+    _fresh_throttles,  # noqa: F401 (autouse: fresh request counts for these tests too)
+    token_client,
+    url,
+)
 
 
 @pytest.fixture
@@ -89,18 +97,20 @@ def test_a_body_django_read_past_its_own_limit_is_a_json_413_under_api():
 # 2. Chunked bodies: 411, through a real server
 
 
-def send_chunked(live_server, method: str, path: str, token: str, chunks: list[bytes]):
+def send_chunked(live_server, method: str, path: str, token: str, body: bytes):
+    """Start a chunked request and read the answer before sending the rest: the server
+    must answer from the headers alone (it never reads a body it cannot frame). Sending
+    all of it first would race the server closing on the unread rest (a broken pipe)."""
     server = urlsplit(live_server.url)
-    connection = http.client.HTTPConnection(server.hostname, server.port, timeout=10)
-    try:
-        # No Content-Length and an iterable body: http.client sends it chunked.
-        connection.request(method, path, body=iter(chunks), encode_chunked=True, headers={
-            "Authorization": f"Token {token}", "Content-Type": "application/json",
-            "Connection": "close"})
-        response = connection.getresponse()
+    with socket.create_connection((server.hostname, server.port), timeout=10) as sock:
+        first = body[:5]
+        sock.sendall(
+            f"{method} {path} HTTP/1.1\r\nHost: {server.netloc}\r\n"
+            f"Authorization: Token {token}\r\nContent-Type: application/json\r\n"
+            f"Transfer-Encoding: chunked\r\n\r\n{len(first):x}\r\n".encode() + first + b"\r\n")
+        response = http.client.HTTPResponse(sock, method=method)
+        response.begin()
         return response.status, response.getheader("Content-Type"), response.read()
-    finally:
-        connection.close()
 
 
 @pytest.mark.parametrize(("method", "path", "body"), [
@@ -118,8 +128,7 @@ def test_a_chunked_body_is_refused_with_411_not_taken_for_empty(live_server, met
     token = Token.objects.create(user=user).key
     encoded = json.dumps(body).encode()
 
-    status, content_type, answer = send_chunked(live_server, method, path, token,
-                                                [encoded[:5], encoded[5:]])
+    status, content_type, answer = send_chunked(live_server, method, path, token, encoded)
 
     assert status == 411
     assert content_type.startswith("application/json")
@@ -305,10 +314,84 @@ def test_apply_batch_refuses_an_empty_batch_without_a_query(db, django_assert_nu
     assert "operations" in refused.value.message_dict
 
 
-# The schema
+# 7. Throttles and a page's byte budget
 
 
-def test_the_schema_documents_411_413_and_503(anon, db):
+def test_anonymous_clients_are_throttled_with_a_json_429(anon, settings):
+    settings.FEEDPUB_API_ANON_RATE = "2/minute"
+    FeedFactory(slug="books")
+
+    answers = [anon.get("/api/feeds/") for _ in range(3)]
+
+    assert [r.status_code for r in answers[:2]] == [200, 200]
+    assert_json_error(answers[2], 429)
+    assert int(answers[2]["Retry-After"]) > 0
+
+
+def test_each_user_has_their_own_rate(db, settings):
+    settings.FEEDPUB_API_USER_RATE = "2/minute"
+    settings.FEEDPUB_API_ANON_RATE = "1/minute"
+    FeedFactory(slug="books")
+    alice, bob = token_client(UserFactory()), token_client(UserFactory())
+
+    codes = [alice.get("/api/feeds/").status_code for _ in range(3)]
+
+    assert codes == [200, 200, 429]
+    assert bob.get("/api/feeds/").status_code == 200
+    assert APIClient().get("/api/feeds/").status_code == 200  # anonymous: its own count
+
+
+def test_throttles_can_be_turned_off(anon, settings):
+    settings.FEEDPUB_API_ANON_RATE = None
+    FeedFactory(slug="books")
+
+    assert {anon.get("/api/feeds/").status_code for _ in range(30)} == {200}
+
+
+def walk(client, link_name: str, start: str) -> list[list[str]]:
+    pages, link = [], start
+    while link:
+        response = client.get(link)
+        assert response.status_code == 200
+        pages.append([item["key"] for item in response.json()["results"]])
+        link = response.json()[link_name]
+        assert len(pages) < 50, "the walk does not end"
+    return pages
+
+
+def test_a_records_page_ends_early_at_its_byte_budget_without_skipping_or_repeating(
+        anon, monkeypatch):
+    feed = FeedFactory(slug="books", page_size=100)
+    sizes = [1, 1, 1, 6, 1, 1, 1, 1, 1]  # kB of metadata; one record over the budget alone
+    for n, size in enumerate(sizes):
+        metadata = {"x": "y" * 1000 * size}
+        RecordFactory(feed=feed, key=f"k{n}", data=record_data(n, metadata=metadata))
+    monkeypatch.setattr(RecordCursor, "max_page_bytes", 3000)
+    keys = [f"k{n}" for n in range(len(sizes))]
+
+    forward = walk(anon, "next", url() + "?page_size=100")
+
+    assert [key for page in forward for key in page] == keys
+    assert forward == [["k0", "k1"], ["k2"], ["k3"], ["k4", "k5"], ["k6", "k7"], ["k8"]]
+
+    last = anon.get(url() + "?page_size=100")
+    for _ in forward[1:]:
+        last = anon.get(last.json()["next"])
+    backward = walk(anon, "previous", last.json()["previous"])
+
+    assert [key for page in reversed(backward) for key in page] == keys[:-1]
+    assert all(len(page) <= 2 for page in backward)
+
+
+def test_a_records_page_still_ends_at_its_count(anon):
+    feed = FeedFactory(slug="books", page_size=100)
+    for n in range(5):
+        RecordFactory(feed=feed, key=f"k{n}", data=record_data(n))
+
+    assert walk(anon, "next", url() + "?page_size=2") == [["k0", "k1"], ["k2", "k3"], ["k4"]]
+
+
+def test_the_schema_documents_411_413_429_and_503(anon, db):
     response = anon.get("/api/schema/", headers={"Accept": "application/vnd.oai.openapi+json"})
 
     paths = json.loads(response.content)["paths"]
@@ -316,9 +399,9 @@ def test_the_schema_documents_411_413_and_503(anon, db):
                          ("/api/feeds/{slug}/records/{key}", "put"),
                          ("/api/feeds/{slug}/records/{key}", "patch"),
                          ("/api/feeds/{slug}/batch", "post")]:
-        assert {"411", "413", "503"} <= set(paths[path][method]["responses"])
+        assert {"411", "413", "429", "503"} <= set(paths[path][method]["responses"])
     for path in ["/api/feeds/", "/api/feeds/{slug}/records/", "/api/feeds/{slug}/records/{key}"]:
-        assert "503" in paths[path]["get"]["responses"]
+        assert {"429", "503"} <= set(paths[path]["get"]["responses"])
 
 
 # 9. Server failures: JSON under /api/, whatever raised

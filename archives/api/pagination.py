@@ -1,18 +1,29 @@
-"""Cursor pagination: stable while the lists grow and change under a walking client."""
+"""Cursor pagination: stable while the lists grow and change under a walking client.
+
+A page holds at most `page_size` items and, past the first item, at most
+`max_page_bytes` of JSON: a thousand records of 100 kB metadata each would otherwise be
+one 100 MB answer. A page cut short by bytes links the rest with its `next` (or, walking
+backwards, `previous`) cursor like any other page, so no item is skipped or repeated.
+"""
 
 from __future__ import annotations
+
+import json
+from typing import Any
 
 from django.core.exceptions import ValidationError
 from rest_framework.exceptions import NotFound
 from rest_framework.pagination import CursorPagination
+from rest_framework.utils.encoders import JSONEncoder
 
 from .exceptions import Invalid
 
 
-class CheckedCursor(CursorPagination):
+class BoundedCursor(CursorPagination):
     page_size = 100
     page_size_query_param = "page_size"
     max_page_size = 1000
+    max_page_bytes = 4 * 1024 * 1024
 
     def paginate_queryset(self, queryset, request, view=None):
         # The field a cursor's position is compared with, to check it before any query.
@@ -33,8 +44,42 @@ class CheckedCursor(CursorPagination):
                                       "previous links as given."]}, "Invalid cursor.") from None
         return cursor
 
+    def get_paginated_response(self, data):
+        return super().get_paginated_response(self._within_budget(data))
 
-class RecordCursor(CheckedCursor):
+    def _within_budget(self, data: list[Any]) -> list[Any]:
+        """Keep the items that fit in max_page_bytes (at least one), and move the cursor
+        that leads on to start at the first item left out."""
+        fits, used = 0, 0
+        ordered = list(reversed(data)) if self._walking_back() else list(data)
+        for item in ordered:
+            used += len(json.dumps(item, cls=JSONEncoder, ensure_ascii=False).encode())
+            if fits and used > self.max_page_bytes:
+                break
+            fits += 1
+        if fits == len(data):
+            return data
+        # Positions are unique (see the orderings), so the first item left out is where
+        # the next page starts: DRF's links then use the last item kept as their marker.
+        if self._walking_back():
+            left_out = self.page[len(data) - fits - 1]
+            self.page = self.page[len(data) - fits:]
+            self.has_previous = True
+            self.previous_position = self._get_position_from_instance(left_out, self.ordering)
+            return data[len(data) - fits:]
+        left_out = self.page[fits]
+        self.page = self.page[:fits]
+        self.has_next = True
+        self.next_position = self._get_position_from_instance(left_out, self.ordering)
+        return data[:fits]
+
+    def _walking_back(self) -> bool:
+        # A `previous` cursor reads backwards from its position: the items nearest to it
+        # are the last of the page, so those are the ones kept.
+        return bool(self.cursor and self.cursor.reverse)
+
+
+class RecordCursor(BoundedCursor):
     # A record's `updated` is the time of its newest entry, strictly increasing across a
     # feed, so it is unique per feed: the cursor never skips or repeats a record, and a
     # record changed during the walk moves to the end, where the walker still finds it.
@@ -42,5 +87,5 @@ class RecordCursor(CheckedCursor):
     ordering = ("updated", "id")
 
 
-class FeedCursor(CheckedCursor):
+class FeedCursor(BoundedCursor):
     ordering = ("id",)

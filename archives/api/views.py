@@ -46,10 +46,12 @@ ERRORS = {
     411: "The body came chunked (Transfer-Encoding) without a Content-Length.",
     412: "If-Match does not match the record's current ETag: it changed meanwhile.",
     413: "The body is larger than FEEDPUB_API_MAX_BODY_BYTES (10 MiB by default).",
+    429: "Too many requests from this client (FEEDPUB_API_ANON_RATE, FEEDPUB_API_USER_RATE); "
+         "retry after the seconds given in Retry-After.",
     503: "The database is unavailable; retry after the seconds given in Retry-After.",
 }
-# Any request may meet a lost database; any body may be refused unread.
-ANY = (503,)
+# Any request may be throttled or meet a lost database; any body may be refused unread.
+ANY = (429, 503)
 BODY = (411, 413)
 IF_MATCH = OpenApiParameter(
     "If-Match", OpenApiTypes.STR, OpenApiParameter.HEADER,
