@@ -52,7 +52,9 @@ def envrate(name: str, default: str) -> str | None:
     return value
 
 
-# Development defaults, as healthchecks does: production sets DEBUG=false and a SECRET_KEY.
+# Development defaults, as healthchecks does: DEBUG is on for `manage.py runserver` in a
+# checkout (the README's quick start); the Docker image sets DEBUG=false, and production
+# then needs a SECRET_KEY.
 DEBUG = envbool("DEBUG", "true")
 SECRET_KEY = env("SECRET_KEY") or ""
 if not SECRET_KEY:
@@ -88,7 +90,13 @@ FEEDPUB_SEAL_ON_WRITE = envbool("FEEDPUB_SEAL_ON_WRITE", "true")
 FEEDPUB_API_MAX_BODY_BYTES = envint("FEEDPUB_API_MAX_BODY_BYTES", str(10 * 1024 * 1024))
 # max-age of documents that change: the subscription document and the newest archive page.
 FEEDPUB_MAX_AGE = envint("FEEDPUB_MAX_AGE", "60")
-# Bytes of immutable archive pages kept in each process's memory.
+# Seconds after the second of a change before documents carry a Last-Modified for it
+# (archives/documents.py): a bound on how long a change takes from its stamp to being
+# visible, plus the clock difference between hosts.
+FEEDPUB_LAST_MODIFIED_SETTLE = envint("FEEDPUB_LAST_MODIFIED_SETTLE", "1")
+# Bytes of final archive pages each process keeps in memory; the newest subscription
+# documents take up to 1/8 more (archives/documents.py). Per gunicorn worker: 72 MiB a
+# worker by default (README "Deployment").
 FEEDPUB_PAGE_CACHE_BYTES = envint("FEEDPUB_PAGE_CACHE_BYTES", str(64 * 1024 * 1024))
 
 INSTALLED_APPS = [
@@ -100,10 +108,6 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "rest_framework.authtoken",
-# Seconds after the second of a change before documents carry a Last-Modified for it
-# (archives/documents.py): a bound on how long a change takes from its stamp to being
-# visible, plus the clock difference between hosts.
-FEEDPUB_LAST_MODIFIED_SETTLE = envint("FEEDPUB_LAST_MODIFIED_SETTLE", "1")
     "drf_spectacular",
     "drf_spectacular_sidecar",  # the schema UI's assets, served locally (no CDN)
     "archives",
