@@ -230,8 +230,12 @@ def stub_nginx(stub_upstream, tmp_path):
 
 
 def test_the_forwarded_scheme_is_nginx_own_not_the_client_claim(stub_nginx):
-    seen = json.loads(stub_nginx.request("/echo", {"X-Forwarded-Proto": "https"}).body)
+    claims = {"X-Forwarded-Proto": "https", "X-Forwarded-Ssl": "on",
+              "X-Forwarded-Protocol": "ssl"}  # the last two: gunicorn believes them too
+    seen = json.loads(stub_nginx.request("/echo", claims).body)
     assert seen["x-forwarded-proto"] == "http"
+    assert "x-forwarded-ssl" not in seen
+    assert "x-forwarded-protocol" not in seen
 
 
 def trust_localhost(text: str) -> str:
