@@ -12,6 +12,8 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable
+from datetime import datetime
+from email.utils import parsedate_to_datetime
 from urllib.parse import quote
 
 from django.utils.http import http_date
@@ -96,6 +98,12 @@ def split(body: bytes) -> list[bytes]:
     boundary = body[2:body.index(CRLF)]
     opening, closing = b"--" + boundary + CRLF, CRLF + b"--" + boundary + b"--" + CRLF
     return body[len(opening):-len(closing)].split(CRLF + b"--" + boundary + CRLF)
+
+
+def last_modified_of(part: bytes) -> datetime:
+    """An entity's Last-Modified (a page's is its last entity's)."""
+    start = part.index(b"\r\nLast-Modified: ") + len(b"\r\nLast-Modified: ")
+    return parsedate_to_datetime(part[start:part.index(CRLF, start)].decode())
 
 
 def content_type_of(body: bytes) -> str:

@@ -154,6 +154,8 @@ def _seal_run(feed: Feed, first: int, last: int, previous) -> list[bytes]:
 
 PAGE_COLUMNS = ("feed_id", "number", "first_seq", "last_seq", "first_updated", "last_updated",
                 "body", "etag", "has_next", "sealed_at", "modified", "multipart")
+PAGE_TYPES = ("int8", "int4", "int8", "int8", "timestamptz", "timestamptz", "bytea", "varchar",
+              "bool", "timestamptz", "timestamptz", "bytea")
 
 
 def _insert_pages(pages: list[ArchivePage], now: datetime) -> None:
@@ -168,7 +170,7 @@ def _insert_pages(pages: list[ArchivePage], now: datetime) -> None:
         (page.feed_id, page.number, page.first_seq, page.last_seq, page.first_updated,
          page.last_updated, page.body, page.etag, page.has_next, now, now, page.multipart)
         for page in pages
-    ))
+    ), binary_types=PAGE_TYPES)
 
 
 def _link_previous_page(feed: Feed, number: int, body: bytes | None, now: datetime) -> None:

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from datetime import datetime, timedelta
-from typing import NamedTuple
+from datetime import timedelta
 
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, OuterRef, Q, Subquery
 
 from . import atom, documents, fastsql, linkedpages
 from .documents import bytes_etag
@@ -57,12 +56,20 @@ def take_snapshot(feed: Feed, *, keep: int | None = None) -> Snapshot:
     return snapshot
 
 
-class _Entity(NamedTuple):
-    part: bytes  # the body part, as in the page that holds its entry
-    updated: datetime
+def snapshot_changed_feeds(*, slug: str | None = None, keep: int) -> list[Snapshot]:
+    """A snapshot of each feed (or of `slug`) with entries after its newest snapshot: what
+    a sealer does every FEEDPUB_SNAPSHOT_EVERY seconds. Several sealers may each take one;
+    `keep` prunes the extra."""
+    newest = (Snapshot.objects.filter(feed=OuterRef("pk"), complete=True)
+              .order_by("-created").values("last_seq")[:1])
+    feeds = Feed.objects.annotate(snapshot_seq=Subquery(newest)).filter(last_seq__gt=0)
+    if slug is not None:
+        feeds = feeds.filter(slug=slug)
+    return [take_snapshot(feed, keep=keep) for feed in feeds
+            if feed.snapshot_seq is None or feed.snapshot_seq < feed.last_seq]
 
 
-def live_entities(feed: Feed, cut: int) -> Iterator[_Entity]:
+def live_entities(feed: Feed, cut: int) -> Iterator[bytes]:
     """Each record's newest entry at or below `cut`, unless a deletion, by seq, as body
     parts. Those of sealed pages are cut out of the pages' frozen bodies (the same bytes,
     and ten times faster than rendering them); the others are rendered."""
@@ -70,7 +77,7 @@ def live_entities(feed: Feed, cut: int) -> Iterator[_Entity]:
     window = max(1, WINDOW // size) * size  # whole pages
     for start in range(1, sealed_seq + 1, window):
         end = min(sealed_seq, start + window - 1)
-        live = dict(_live(feed, cut, start, end).values_list("seq", "updated"))
+        live = set(_live(feed, cut, start, end).values_list("seq", flat=True))
         if not live:
             continue
         pages = (ArchivePage.objects.filter(feed=feed, last_seq__gte=start, first_seq__lte=end)
@@ -81,13 +88,13 @@ def live_entities(feed: Feed, cut: int) -> Iterator[_Entity]:
                 multipart, _ = linkedpages.render_page(feed, rows)
             for seq, part in enumerate(linkedpages.split(bytes(multipart)), start=first_seq):
                 if seq in live:
-                    yield _Entity(part, live[seq])
+                    yield part
     base = linkedpages.record_base(feed)
     for start in range(sealed_seq + 1, cut + 1, WINDOW):
         end = min(cut, start + WINDOW - 1)
         rows = _live(feed, cut, start, end).order_by("seq").values_list(*atom.ENTRY_ROW_COLUMNS)
         for row in map(atom.EntryRow._make, rows):
-            yield _Entity(linkedpages.entity(feed, row, base), row.updated)
+            yield linkedpages.entity(feed, row, base)
 
 
 def _live(feed: Feed, cut: int, start: int, end: int):
@@ -99,11 +106,11 @@ def _live(feed: Feed, cut: int, start: int, end: int):
             .exclude(kind=Entry.Kind.DELETE).filter(~Exists(newer)))
 
 
-def _page(snapshot: Snapshot, number: int, entities: list[_Entity]) -> SnapshotPage:
-    body, _ = linkedpages.render(entity.part for entity in entities)
-    snapshot.records += len(entities)
+def _page(snapshot: Snapshot, number: int, parts: list[bytes]) -> SnapshotPage:
+    body, _ = linkedpages.render(parts)
+    snapshot.records += len(parts)
     return SnapshotPage(snapshot=snapshot, number=number, body=body, etag=bytes_etag(body),
-                        last_modified=entities[-1].updated)
+                        last_modified=linkedpages.last_modified_of(parts[-1]))
 
 
 def _store(pages: list[SnapshotPage]) -> int:
@@ -113,11 +120,12 @@ def _store(pages: list[SnapshotPage]) -> int:
     else:
         fastsql.copy_rows(SnapshotPage, SNAPSHOT_PAGE_COLUMNS, (
             (page.snapshot_id, page.number, page.body, page.etag, page.last_modified)
-            for page in pages))
+            for page in pages), binary_types=SNAPSHOT_PAGE_TYPES)
     return len(pages)
 
 
 SNAPSHOT_PAGE_COLUMNS = ("snapshot_id", "number", "body", "etag", "last_modified")
+SNAPSHOT_PAGE_TYPES = ("int8", "int4", "bytea", "varchar", "timestamptz")
 
 
 def prune(feed: Feed, *, keep: int) -> int:

@@ -67,6 +67,7 @@ ENV = {
     "GUNICORN_BIND": f"127.0.0.1:{WEB_PORT}",
     "WEB_CONCURRENCY": os.environ.get("WEB_CONCURRENCY", "4"),
     "SEAL_INTERVAL": "1",
+    "FEEDPUB_SNAPSHOT_EVERY": "0",  # bench/snapshot.py measures snapshots on their own
     "LOG_LEVEL": "WARNING",
     "GUNICORN_LOGLEVEL": "warning",
     "BENCH_CONSTANT_FILE": str(WORK / "static" / "page.xml"),

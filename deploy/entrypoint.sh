@@ -4,7 +4,8 @@
 #
 #   migrate  apply database migrations, then exit (runs once before web and sealer start)
 #   web      the Django app under gunicorn (static files by whitenoise)
-#   sealer   seal full archive pages every SEAL_INTERVAL seconds (any number may run)
+#   sealer   seal full archive pages every SEAL_INTERVAL seconds (any number may run), and
+#            snapshot each changed feed every FEEDPUB_SNAPSHOT_EVERY seconds (0: never)
 #   <other>  run it as given, e.g. `python manage.py createsuperuser`
 set -eu
 cd "$(dirname "$0")/.."
@@ -17,7 +18,8 @@ case "${1:-web}" in
     exec gunicorn -c deploy/gunicorn.conf.py feedpub.wsgi
     ;;
   sealer)
-    exec python manage.py seal_archives --watch "${SEAL_INTERVAL:-5}"
+    exec python manage.py seal_archives --watch "${SEAL_INTERVAL:-5}" \
+      --snapshot-every "${FEEDPUB_SNAPSHOT_EVERY:-3600}" --keep-snapshots "${FEEDPUB_SNAPSHOTS_KEPT:-3}"
     ;;
   *)
     exec "$@"

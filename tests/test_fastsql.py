@@ -68,3 +68,5 @@ def test_existing_records_probes_the_index_once_per_key(db):
 def test_copy_names_the_table_and_columns_it_fills(db):
     assert copy_sql(Entry, ("feed_id", "seq")) == \
         'COPY "archives_entry" ("feed_id", "seq") FROM STDIN'
+    assert copy_sql(Entry, ("seq",), binary=True) == \
+        'COPY "archives_entry" ("seq") FROM STDIN (FORMAT BINARY)'

@@ -21,7 +21,7 @@ from django.utils.http import http_date
 from archives import publishing
 from archives.models import ArchivePage, Entry, Feed, Record, Snapshot
 from archives.sealing import freeze_linked_pages, seal_feed
-from archives.snapshots import take_snapshot
+from archives.snapshots import snapshot_changed_feeds, take_snapshot
 
 from .factories import FeedFactory, record_data
 from .threads import raise_first_error, run_at_once
@@ -379,3 +379,34 @@ def test_snapshots_taken_while_writers_run_are_consistent_cuts(client):
                 record = json.loads(part.get_content())
                 records[record["key"]] = record
         assert shape(follow_feed(client, index, records)) == live_records(feed)
+
+
+def test_the_watching_sealer_snapshots_changed_feeds_only(books, monkeypatch):
+    from archives.management.commands import seal_archives
+
+    passes = iter(range(3))
+
+    def sleep(seconds):
+        if next(passes, None) is None:
+            raise KeyboardInterrupt
+        if seconds == 1:  # between passes: one more write after the first snapshot
+            publishing.put_record(feed=books, key="k9", data=record_data(9))
+
+    monkeypatch.setattr(seal_archives.time, "sleep", sleep)
+    monotonic = iter(range(0, 10_000, 1000))
+    monkeypatch.setattr(seal_archives.time, "monotonic", lambda: next(monotonic))
+    out = StringIO()
+    with pytest.raises(KeyboardInterrupt):
+        call_command("seal_archives", "--watch", "1", "--snapshot-every", "1500", stdout=out)
+
+    snapshots = list(Snapshot.objects.filter(feed=books).order_by("created"))
+    assert [snapshot.last_seq for snapshot in snapshots] == [7, 8]
+    assert out.getvalue().count("snapshot ") == 2
+
+
+def test_a_feed_with_nothing_new_since_its_snapshot_gets_no_other(books, feed):
+    FeedFactory(slug="empty")
+    assert [s.feed.slug for s in snapshot_changed_feeds(keep=3)] == ["books"]
+    assert snapshot_changed_feeds(keep=3) == []
+    publishing.put_record(feed=books, key="k9", data=record_data(9))
+    assert [s.last_seq for s in snapshot_changed_feeds(slug="books", keep=3)] == [8]

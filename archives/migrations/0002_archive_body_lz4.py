@@ -6,22 +6,16 @@ page took ~0.45 ms less) and decompresses faster too. Needs PostgreSQL 14+ built
 (Debian's and the official images are); elsewhere this migration changes nothing.
 """
 
-from django.db import DatabaseError, migrations, transaction
+from django.db import migrations
+
+from ._lz4 import use_lz4
 
 
-def use_lz4(apps, schema_editor):
-    connection = schema_editor.connection
-    if connection.vendor != "postgresql" or connection.pg_version < 140000:
-        return
-    table = apps.get_model("archives", "ArchivePage")._meta.db_table
-    try:
-        with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
-            cursor.execute(f'ALTER TABLE "{table}" ALTER COLUMN "body" SET COMPRESSION lz4')
-    except DatabaseError:  # a server built without lz4 keeps its default, pglz
-        pass
+def body_with_lz4(apps, schema_editor):
+    use_lz4(schema_editor, apps.get_model("archives", "ArchivePage"), "body")
 
 
 class Migration(migrations.Migration):
     dependencies = [("archives", "0001_initial")]
 
-    operations = [migrations.RunPython(use_lz4, migrations.RunPython.noop, elidable=True)]
+    operations = [migrations.RunPython(body_with_lz4, migrations.RunPython.noop, elidable=True)]

@@ -5,6 +5,8 @@ import uuid
 from django.db import migrations, models
 from django.db.models import OuterRef, Subquery
 
+from ._lz4 import use_lz4
+
 
 def keep_current_metadata(apps, schema_editor):
     """A record's current metadata is what its newest entry wrote: put it there. (Older
@@ -14,6 +16,11 @@ def keep_current_metadata(apps, schema_editor):
     newest = Entry.objects.filter(record=OuterRef("record")).order_by("-seq").values("seq")[:1]
     Entry.objects.exclude(kind="delete").filter(seq=Subquery(newest)).update(
         metadata=Subquery(Record.objects.filter(pk=OuterRef("record")).values("metadata")[:1]))
+
+
+def bodies_with_lz4(apps, schema_editor):
+    use_lz4(schema_editor, apps.get_model("archives", "ArchivePage"), "multipart")
+    use_lz4(schema_editor, apps.get_model("archives", "SnapshotPage"), "body")
 
 
 class Migration(migrations.Migration):
@@ -84,4 +91,5 @@ class Migration(migrations.Migration):
             constraint=models.UniqueConstraint(fields=('snapshot', 'number'), name='snapshot_page_unique_number'),
         ),
         migrations.RunPython(keep_current_metadata, migrations.RunPython.noop),
+        migrations.RunPython(bodies_with_lz4, migrations.RunPython.noop, elidable=True),
     ]

@@ -10,6 +10,7 @@ from django.db import InterfaceError, OperationalError, close_old_connections
 
 from archives.models import Feed
 from archives.sealing import seal_all, seal_feed
+from archives.snapshots import snapshot_changed_feeds
 
 logger = logging.getLogger(__name__)
 
@@ -23,17 +24,28 @@ class Command(BaseCommand):
                             help="keep running, sealing again every SECONDS")
         parser.add_argument("--dry-run", action="store_true",
                             help="say which pages are ready, seal nothing")
+        parser.add_argument("--snapshot-every", type=float, default=0, metavar="SECONDS",
+                            help="with --watch, also snapshot each feed that changed since "
+                                 "its newest snapshot, every SECONDS (0: never)")
+        parser.add_argument("--keep-snapshots", type=int, default=3, metavar="N",
+                            help="snapshots kept per feed (default 3)")
 
-    def handle(self, *args, feed=None, watch=None, dry_run=False, **options):
+    def handle(self, *args, feed=None, watch=None, dry_run=False, snapshot_every=0,
+               keep_snapshots=3, **options):
         if watch is not None and watch <= 0:
             raise CommandError("--watch needs a positive number of seconds")
+        if keep_snapshots < 1:
+            raise CommandError("--keep-snapshots must be at least 1")
         if watch is None:
             self.seal_once(feed, dry_run, quiet=False)
             return
-        database_lost = False
+        database_lost, next_snapshot = False, time.monotonic()
         while True:
             try:
                 self.seal_once(feed, dry_run, quiet=True)
+                if snapshot_every > 0 and not dry_run and time.monotonic() >= next_snapshot:
+                    self.snapshot(feed, keep_snapshots)
+                    next_snapshot = time.monotonic() + snapshot_every
             except (OperationalError, InterfaceError) as error:
                 # A database restart or failover must not stop the sealer: drop the dead
                 # connection (the next query opens a new one) and try again next time.
@@ -47,6 +59,11 @@ class Command(BaseCommand):
                     logger.info("seal_archives: database available again")
                 database_lost = False
             time.sleep(watch)
+
+    def snapshot(self, slug: str | None, keep: int) -> None:
+        for snapshot in snapshot_changed_feeds(slug=slug, keep=keep):
+            self.stdout.write(f"snapshot {snapshot.uuid} of {snapshot.feed.slug}: "
+                              f"{snapshot.records} records as of entry {snapshot.last_seq}")
 
     def seal_once(self, slug: str | None, dry_run: bool, *, quiet: bool) -> None:
         if slug is None:
