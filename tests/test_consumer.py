@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import gc
 import gzip
 import io
 import json
+import os
 import random
 import socket
 import time
 
 import pytest
 from django.core.management import call_command
+from lxml import etree
 
+from archives import consumer
 from archives.consumer import (
     FetchError,
     HarvestFailed,
@@ -96,7 +100,7 @@ def test_it_harvests_a_feed_with_no_entries(live_feed):
     _, url = live_feed
     result = harvest(url)
     assert result.complete
-    assert result.records == []
+    assert list(result.records) == []
     assert result.summary.pages_fetched == 1
 
 
@@ -202,7 +206,9 @@ def test_a_missing_page_is_a_warning_and_the_next_run_picks_it_up(server, tmp_pa
                for w in warnings)
     assert any("incomplete" in w for w in result.warnings)
     assert {r["id"] for r in result.records} == {"urn:x:5", "urn:x:6", "urn:x:7"}
-    assert HarvestState.load(state).pending == [server.url("/archives/2")]
+    saved = HarvestState.load(state)
+    assert saved.pending == [server.url("/archives/2")]
+    saved.close()
 
     server.documents["/archives/2"] = missing
     server.requests.clear()
@@ -361,6 +367,60 @@ def test_a_corrupt_state_file_is_refused(tmp_path):
         harvest("http://127.0.0.1:9/feed", state_path=state)
 
 
+def test_a_second_run_on_a_state_file_in_use_gives_up_cleanly(server, tmp_path, monkeypatch):
+    feed = LinkedFeed(server, pages=1)
+    state = tmp_path / "state"
+    harvest(feed.subscription, state_path=state)
+    monkeypatch.setattr(consumer, "STATE_LOCK_WAIT", 0.2)
+    running = HarvestState.load(state)  # a run in progress holds the file
+    with pytest.raises(StateError, match="another run"):
+        harvest(feed.subscription, state_path=state)
+    running.close()
+    assert harvest(feed.subscription, state_path=state).complete
+
+
+def test_a_run_that_fails_half_way_leaves_the_previous_state_whole(server, tmp_path,
+                                                                 monkeypatch):
+    feed = LinkedFeed(server, pages=2)
+    state = tmp_path / "state"
+    harvest(feed.subscription, state_path=state)
+    feed.add_entries(("urn:x:50", at(50), False))
+
+    def interrupted(self, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(consumer.Harvester, "_apply", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            harvest(feed.subscription, state_path=state)
+    result = harvest(feed.subscription, state_path=state)
+    assert result.summary.pages_fetched == 1  # the old validators: no 304
+    assert "urn:x:50" in {r["id"] for r in result.records}
+    assert result.summary.records_changed == 1
+
+
+def test_a_state_file_of_the_former_json_format_is_converted(server, tmp_path):
+    feed = LinkedFeed(server, pages=1)
+    fresh = harvest(feed.subscription)
+    records = {r["id"]: {**r, "doc_updated": "2024-01-01T00:03:00.000000Z", "deleted": False}
+               for r in fresh.records}
+    records["urn:x:9"] = {"id": "urn:x:9", "updated": "2024-01-01T00:00:09.000000Z",
+                          "doc_updated": "", "deleted": True, "title": "", "source": ""}
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps({
+        "version": 1, "subscription": feed.subscription,
+        "validators": {"etag": server.documents["/feed"].headers()["ETag"]},
+        "processed": {server.url("/archives/1"): {"etag": None}}, "pending": [],
+        "records": records}))
+    server.requests.clear()
+    result = harvest(feed.subscription, state_path=state)
+    assert [(m, p) for m, p, _ in server.requests] == [("GET", "/feed")]
+    assert result.summary.not_modified == 1
+    assert list(result.records) == list(fresh.records)
+    assert state.read_bytes().startswith(b"SQLite format 3")
+    assert os.listdir(tmp_path) == ["state.json"]
+
+
 def test_the_progress_line_shows_pages_and_bytes(server):
     feed = LinkedFeed(server, pages=3)
     out = io.StringIO()
@@ -396,6 +456,27 @@ def test_the_harvest_command_exits_2_when_the_subscription_is_not_a_feed(server)
         call_command("harvest", server.url("/f"), stderr=errors)
     assert stop.value.code == 2
     assert "not an Atom feed" in errors.getvalue()
+
+
+def test_no_page_tree_outlives_its_processing(server, monkeypatch):
+    """A page is reduced to what rebuilding needs before the next one is read: none of its
+    lxml elements may still be alive then (a tree costs ~10 times the page's bytes)."""
+    feed = LinkedFeed(server, pages=6)
+    alive_at_each_parse = []
+    parse_document = consumer.parse_document
+
+    def parse(body, url, **kwargs):
+        gc.collect()
+        alive_at_each_parse.append({
+            element.getroottree().docinfo.URL for element in gc.get_objects()
+            if isinstance(element, etree._Element)
+            and (element.getroottree().docinfo.URL or "").startswith(server.base)})
+        return parse_document(body, url, **kwargs)
+
+    monkeypatch.setattr(consumer, "parse_document", parse)
+    result = harvest(feed.subscription)
+    assert result.complete
+    assert alive_at_each_parse == [set()] * 7
 
 
 def test_it_reads_a_gzip_compressed_document(server):

@@ -25,7 +25,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("url", help="the feed's subscription document")
-        parser.add_argument("--state", help="state file (JSON): makes the next run incremental")
+        parser.add_argument("--state", help="state file (SQLite): makes the next run incremental")
         parser.add_argument("--output", "-o", default="-",
                             help="where to write the live records: a .jsonl file (JSON lines), "
                                  "a .json file (one array), or - for JSON lines on stdout")
