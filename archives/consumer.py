@@ -129,7 +129,10 @@ def parse_link_header(value: str | None, base: str) -> list[tuple[str, str]]:
     """(rel, absolute href) pairs of an RFC 8288 Link header; a rel list gives one pair each."""
     pairs = []
     for match in _LINK_VALUE.finditer(value or ""):
-        href = urljoin(base, match.group(1).strip())
+        try:
+            href = urljoin(base, match.group(1).strip())
+        except ValueError:  # not a URL: it cannot match the document's links either
+            href = match.group(1).strip()
         for name, raw in _LINK_PARAM.findall(match.group(2)):
             if name.lower() == "rel":
                 pairs += [(rel, href) for rel in raw.strip('"').split()]
@@ -434,7 +437,12 @@ _PLAIN_ABSOLUTE = re.compile(r"https?://[^/?#\s[\];][^?#\s[\];]*(?:\?[^#\s]+)?(?
 def _absolute(link: etree._Element, href: str) -> str:
     """`href` resolved against the link's base: xml:base, else the document's URL."""
     href = href.strip()
-    return href if _PLAIN_ABSOLUTE.match(href) else urljoin(link.base or "", href)
+    if _PLAIN_ABSOLUTE.match(href):
+        return href
+    try:
+        return urljoin(link.base or "", href)
+    except ValueError as error:  # e.g. "http://[oops": an unbalanced IPv6 bracket
+        raise DocumentError(f"the link {href!r} is not a URL ({error})") from None
 
 
 _ENTRY_TEXTS = {f"{A}id", f"{A}updated", f"{A}title", f"{A}summary"}

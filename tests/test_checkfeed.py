@@ -285,6 +285,14 @@ def test_it_finds_a_violated_schematron_rule(server):
                for p in result.problems)
 
 
+def test_a_link_that_is_not_a_url_is_a_problem_not_a_crash(server):
+    feed = LinkedFeed(server, pages=2)
+    page = server.documents["/archives/2"]
+    page.body = page.body.replace(b'href="http://127.0.0.1', b'href="http://[oops', 1)
+    page.extra_headers["Link"] = '<http://[oops/>; rel="prev-archive"'
+    assert ("atom.xml", "/archives/2") in codes(check_feed(feed.subscription, sample=0))
+
+
 def test_it_finds_a_body_that_is_not_xml(server):
     feed = LinkedFeed(server, pages=2)
     server.documents["/archives/1"] = Document(b"<feed><oops>")

@@ -184,6 +184,15 @@ def test_an_entity_of_the_internal_dtd_subset_is_read_as_its_text(server):
     assert record["title"] == "A record of Example Org"
 
 
+def test_a_page_with_a_link_that_is_not_a_url_is_a_warning_not_a_crash(server):
+    feed = LinkedFeed(server, pages=2)
+    page = server.documents["/archives/1"]
+    page.body = page.body.replace(b'href="http://127.0.0.1', b'href="http://[oops', 1)
+    result = harvest(feed.subscription)
+    assert not result.complete
+    assert any("unreadable archive page" in w and "[oops" in w for w in result.warnings)
+
+
 def test_links_are_resolved_against_xml_base(server):
     body = feed_document(updated=at(1), links={}, entries=[], extra="").replace(
         b"<feed ", b'<feed xml:base="http://example.org/base/" ')
