@@ -467,6 +467,15 @@ def test_the_harvest_command_exits_2_when_the_subscription_is_not_a_feed(server)
     assert "not an Atom feed" in errors.getvalue()
 
 
+def documents_alive(base: str) -> set[str]:
+    """URLs (under `base`) of the parsed documents some lxml element of which is alive."""
+    gc.collect()
+    # type(), not isinstance(): isinstance() on a dead weak proxy raises ReferenceError.
+    elements = [o for o in gc.get_objects() if issubclass(type(o), etree._Element)]
+    return {url for element in elements
+            if (url := element.getroottree().docinfo.URL or "").startswith(base)}
+
+
 def test_no_page_tree_outlives_its_processing(server, monkeypatch):
     """A page is reduced to what rebuilding needs before the next one is read: none of its
     lxml elements may still be alive then (a tree costs ~10 times the page's bytes)."""
@@ -475,11 +484,7 @@ def test_no_page_tree_outlives_its_processing(server, monkeypatch):
     parse_document = consumer.parse_document
 
     def parse(body, url, **kwargs):
-        gc.collect()
-        alive_at_each_parse.append({
-            element.getroottree().docinfo.URL for element in gc.get_objects()
-            if isinstance(element, etree._Element)
-            and (element.getroottree().docinfo.URL or "").startswith(server.base)})
+        alive_at_each_parse.append(documents_alive(server.base))
         return parse_document(body, url, **kwargs)
 
     monkeypatch.setattr(consumer, "parse_document", parse)
