@@ -242,7 +242,8 @@ class _WatchedHTTPHandler(urllib.request.HTTPHandler):
         self.client = client
 
     def http_open(self, req):
-        return self.do_open(partial(_WatchedHTTPConnection, deadline=self.client.deadline), req)
+        return self.do_open(
+            partial(_WatchedHTTPConnection, deadline=self.client.fetch_deadline), req)
 
 
 class _WatchedHTTPSHandler(urllib.request.HTTPSHandler):
@@ -251,8 +252,9 @@ class _WatchedHTTPSHandler(urllib.request.HTTPSHandler):
         self.client = client
 
     def https_open(self, req):
-        return self.do_open(partial(_WatchedHTTPSConnection, deadline=self.client.deadline),
-                            req, context=self._context)
+        return self.do_open(
+            partial(_WatchedHTTPSConnection, deadline=self.client.fetch_deadline), req,
+            context=self._context)
 
 
 class HttpClient:
@@ -264,7 +266,7 @@ class HttpClient:
         self.requests = 0
         self.bytes_received = 0
         self.log: list[tuple[str, str, int]] = []  # (method, url, status) of every request
-        self.deadline = _Deadline(self.limits.timeout)  # the current fetch's
+        self.fetch_deadline = _Deadline(self.limits.timeout)  # the current fetch's
         self._run_ends = (None if self.limits.deadline is None
                           else time.monotonic() + self.limits.deadline)
         self._opener = urllib.request.build_opener(
@@ -287,11 +289,11 @@ class HttpClient:
             **(headers or {}),
         })
         started = time.monotonic()
-        self.deadline = _Deadline(seconds)
+        self.fetch_deadline = _Deadline(seconds)
         try:
-            with self.deadline, self._opener.open(request, timeout=seconds) as answer:
+            with self.fetch_deadline, self._opener.open(request, timeout=seconds) as answer:
                 body = self._read(answer, url, max_bytes or self.limits.max_bytes)
-                if self.deadline.expired:  # the body may have been cut short
+                if self.fetch_deadline.expired:  # the body may have been cut short
                     raise TimeoutError
                 status, final_url, answer_headers = answer.status, answer.geturl(), answer.headers
         except urllib.error.HTTPError as error:  # raised for too many redirects and the like
@@ -299,7 +301,7 @@ class HttpClient:
         except (FetchError, urllib.error.URLError, HTTPException, OSError, ValueError) as error:
             self.log.append((method, url, 0))
             reason = getattr(error, "reason", None) or error
-            if self.deadline.expired or isinstance(reason, TimeoutError):
+            if self.fetch_deadline.expired or isinstance(reason, TimeoutError):
                 raise self._timed_out(url, seconds, by_run) from error
             if isinstance(error, FetchError):
                 raise
