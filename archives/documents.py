@@ -98,11 +98,17 @@ class Document:
         return visible if self.read_at.timestamp() >= visible else None
 
     def headers(self) -> dict[str, str]:
+        """ETag, Cache-Control, Link and (once settled) Last-Modified. A final document's
+        never change: they are built once, for the copy kept in a process's cache."""
+        if self.final and "_headers" in self.__dict__:
+            return self.__dict__["_headers"]
         headers = {"ETag": self.etag(), "Cache-Control": self.cache_control(),
                    "Link": atom.link_header(self.links())}
         last_modified = self.last_modified()
         if last_modified is not None:
             headers["Last-Modified"] = http_date(last_modified)
+        if self.final:
+            self.__dict__["_headers"] = headers
         return headers
 
 
@@ -202,7 +208,7 @@ class ArchiveDocument(Document):
         page = cls(slug, number, body=bytes(body), etag=etag, has_next=has_next,
                    modified=modified, read_at=read_at)
         if page.final and page.last_modified() is not None:
-            page.headers()  # final: computed once, while it is cached
+            page.headers()  # built once, before it is shared
             final_pages.put((slug, number), page, size=len(page._body))
         return page
 
@@ -230,13 +236,6 @@ class ArchiveDocument(Document):
     def body(self) -> bytes:
         return self._body
 
-    @cached_property
-    def _final_headers(self) -> dict[str, str]:
-        return super().headers()
-
-    def headers(self) -> dict[str, str]:
-        # A final page's headers never change: built once for the cached copy.
-        return self._final_headers if self.final else super().headers()
 
 
 def record_json(record: Record) -> dict:
@@ -371,12 +370,6 @@ class LinkedPageDocument(Document):
     def body(self) -> bytes:
         return self._body
 
-    @cached_property
-    def _final_headers(self) -> dict[str, str]:
-        return super().headers()
-
-    def headers(self) -> dict[str, str]:
-        return self._final_headers if self.final else super().headers()
 
 
 class OpenLinkedPageDocument(Document):

@@ -170,7 +170,7 @@ def serve(request: HttpRequest, document: Document) -> HttpResponse:
     """A document's answer: 304 when the client's validators match (If-None-Match, else
     If-Modified-Since, as RFC 9110 13.2.2 orders them), else its bytes in one piece.
     HEAD renders nothing it can avoid."""
-    headers = document.headers()
+    headers = dict(document.headers())  # a final document's are shared: add to a copy
     last_modified = document.last_modified() if document.honours_if_modified_since else None
     response = get_conditional_response(
         request, etag=headers["ETag"], last_modified=last_modified)

@@ -396,6 +396,7 @@ def measure_reads(seconds: float) -> list[Read]:
         "syndication": f"{WEB}/bench/syndication/bench/",
         "subscription": f"{WEB}/feeds/bench/",
         "archive": f"{WEB}/feeds/bench/archives/1/",
+        "linked": f"{WEB}/feeds/bench/pages/1",
         "date": f"{WEB}/feeds/bench/archives/2000/01/",
         "big first": f"{WEB}/feeds/big/archives/1/",
         "big deep": f"{WEB}/feeds/big/archives/{deep}/",
@@ -407,7 +408,8 @@ def measure_reads(seconds: float) -> list[Read]:
     poll = {"If-None-Match": etag_of(urls["subscription"])}
     archive_304 = {"If-None-Match": etag_of(urls["archive"])}
     print("reads (wrk -t2 -c32)", flush=True)
-    for url in (urls["constant"], urls["archive"], urls["subscription"], urls["big first"],
+    for url in (urls["constant"], urls["archive"], urls["linked"], urls["subscription"],
+                urls["big first"],
                 urls["big deep"], urls["nginx archive"], urls["nginx static"]):
         warm(url)
     reads = [
@@ -416,6 +418,7 @@ def measure_reads(seconds: float) -> list[Read]:
             seconds=seconds),
         wrk("subscription document, 50 entries", urls["subscription"], seconds=seconds),
         wrk("archive page, warm", urls["archive"], seconds=seconds),
+        wrk("linked page (multipart), warm", urls["linked"], seconds=seconds),
         wrk("archive page, random of 9,999 (1M feed)", f"{WEB}/", script=str(lua),
             seconds=seconds),
         wrk("304: subscription poll, nothing new", urls["subscription"], headers=poll,
@@ -455,6 +458,8 @@ def report(reads: list[Read], writes: dict, options) -> None:
     targets = [
         Target("warm archive page / constant view", by["archive page, warm"].rps / baseline,
                0.8, "x"),
+        Target("warm linked page (multipart) / constant view",
+               by["linked page (multipart), warm"].rps / baseline, 0.8, "x"),
         Target("nginx cached archive page / nginx static file",
                by["nginx: archive page from its cache"].rps / static, 0.5, "x"),
         Target("subscription document / Django syndication",

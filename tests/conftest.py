@@ -7,10 +7,12 @@ import pytest
 from django.db import connection
 from lxml import etree, isoschematron
 
-from archives import documents
+from archives import documents, publishing
 from archives.documents import final_pages, subscription_bodies
+from archives.models import Feed
+from archives.sealing import seal_feed
 
-from .factories import FeedFactory
+from .factories import FeedFactory, record_data
 
 SCHEMA_DIR = Path(__file__).parent / "schema"
 
@@ -45,6 +47,18 @@ def settled(monkeypatch):
 @pytest.fixture
 def feed(db):
     return FeedFactory(slug="books", title="Books", page_size=3)
+
+
+@pytest.fixture
+def sealed_feed(feed):
+    """7 entries: pages 1 and 2 sealed, entry 7 (a deletion) the only one after them."""
+    for n in range(1, 5):
+        publishing.put_record(feed=feed, key=f"k{n}", data=record_data(n))
+    publishing.put_record(feed=feed, key="k1", data=record_data(1, title="Renamed"))
+    publishing.put_record(feed=feed, key="k5", data=record_data(5))
+    publishing.delete_record(feed=feed, key="k2")
+    seal_feed(feed)
+    return Feed.objects.get(pk=feed.pk)
 
 
 @pytest.fixture(scope="session")

@@ -62,34 +62,22 @@ def history(feed: Feed, steps: int, rng: random.Random, keys: int = 8) -> None:
             seal_feed(Feed.objects.get(pk=feed.pk))
 
 
-@pytest.fixture
-def books(feed):
-    """Page size 3; k2 deleted: pages 1 and 2 sealed, entry 7 in the open page 3."""
-    for n in range(1, 5):
-        publishing.put_record(feed=feed, key=f"k{n}", data=record_data(n))
-    publishing.put_record(feed=feed, key="k1", data=record_data(1, title="Renamed"))
-    publishing.put_record(feed=feed, key="k5", data=record_data(5))
-    publishing.delete_record(feed=feed, key="k2")
-    seal_feed(feed)
-    return Feed.objects.get(pk=feed.pk)
-
-
-def test_page_n_holds_exactly_the_entries_of_archive_page_n(client, books):
-    for page in ArchivePage.objects.filter(feed=books):
+def test_page_n_holds_exactly_the_entries_of_archive_page_n(client, sealed_feed):
+    for page in ArchivePage.objects.filter(feed=sealed_feed):
         response = client.get(f"/feeds/books/pages/{page.number}")
         ids = [part["Content-ID"] for part in parts_of(response)]
-        assert ids == [f"<entry-{seq}@{books.uuid}>"
+        assert ids == [f"<entry-{seq}@{sealed_feed.uuid}>"
                        for seq in range(page.first_seq, page.last_seq + 1)]
     open_page = client.get("/feeds/books/pages/3")
-    assert [part["Content-ID"] for part in parts_of(open_page)] == [f"<entry-7@{books.uuid}>"]
+    assert [part["Content-ID"] for part in parts_of(open_page)] == [f"<entry-7@{sealed_feed.uuid}>"]
     assert client.get("/feeds/books/pages/4").status_code == 404
     assert client.get("/feeds/books/pages/0").status_code == 404
 
 
-def test_entities_carry_their_operation_and_the_record_as_it_was(client, books):
+def test_entities_carry_their_operation_and_the_record_as_it_was(client, sealed_feed):
     parts = parts_of(client.get("/feeds/books/pages/2")) + \
         parts_of(client.get("/feeds/books/pages/3"))
-    by_seq = {entry.seq: entry for entry in Entry.objects.filter(feed=books)}
+    by_seq = {entry.seq: entry for entry in Entry.objects.filter(feed=sealed_feed)}
     for part, seq in zip(parts, range(4, 8), strict=True):
         entry = by_seq[seq]
         assert part["Last-Modified"] == http_date(entry.updated.timestamp())
@@ -110,12 +98,12 @@ def test_entities_carry_their_operation_and_the_record_as_it_was(client, books):
     assert (k1["key"], k1["title"]) == ("k1", "Renamed")
 
 
-def test_bodies_use_crlf_line_ends(client, books):
+def test_bodies_use_crlf_line_ends(client, sealed_feed):
     body = client.get("/feeds/books/pages/1").content
     assert b"\n" not in body.replace(b"\r\n", b"")
 
 
-def test_links_and_cache_control_follow_the_pages_that_exist(client, books):
+def test_links_and_cache_control_follow_the_pages_that_exist(client, sealed_feed):
     first, middle, newest = (client.get(f"/feeds/books/pages/{n}") for n in (1, 2, 3))
     assert links(first) == {"self": "/feeds/books/pages/1", "next": "/feeds/books/pages/2"}
     assert links(middle) == {"self": "/feeds/books/pages/2", "prev": "/feeds/books/pages/1",
@@ -125,7 +113,7 @@ def test_links_and_cache_control_follow_the_pages_that_exist(client, books):
     assert newest["Cache-Control"] != IMMUTABLE
 
 
-def test_a_page_last_modified_is_its_last_entity_s(client, books):
+def test_a_page_last_modified_is_its_last_entity_s(client, sealed_feed):
     for n in (1, 2, 3):
         response = client.get(f"/feeds/books/pages/{n}")
         assert response["Last-Modified"] == parts_of(response)[-1]["Last-Modified"]
@@ -147,10 +135,10 @@ def test_a_sealed_page_without_a_later_page_gains_next_by_its_headers_only(clien
     assert after["Cache-Control"] == IMMUTABLE
 
 
-def test_the_open_page_is_revalidated_by_etag_and_never_by_date(client, books):
+def test_the_open_page_is_revalidated_by_etag_and_never_by_date(client, sealed_feed):
     first = client.get("/feeds/books/pages/3")
     by_etag = client.get("/feeds/books/pages/3", HTTP_IF_NONE_MATCH=first["ETag"])
-    publishing.put_record(feed=books, key="k9", data=record_data(9))
+    publishing.put_record(feed=sealed_feed, key="k9", data=record_data(9))
     by_date = client.get("/feeds/books/pages/3", HTTP_IF_MODIFIED_SINCE=first["Last-Modified"])
 
     assert by_etag.status_code == 304
@@ -158,7 +146,7 @@ def test_the_open_page_is_revalidated_by_etag_and_never_by_date(client, books):
     assert len(parts_of(by_date)) == 2
 
 
-def test_latest_redirects_briefly_to_the_newest_page(client, books, feed):
+def test_latest_redirects_briefly_to_the_newest_page(client, sealed_feed, feed):
     response = client.get("/feeds/books/pages/latest")
     assert response.status_code == 302
     assert response["Location"] == "/feeds/books/pages/3"
@@ -169,7 +157,7 @@ def test_latest_redirects_briefly_to_the_newest_page(client, books, feed):
     assert client.get("/feeds/nope/pages/latest").status_code == 404
 
 
-def test_following_prev_from_latest_reaches_page_one(client, books):
+def test_following_prev_from_latest_reaches_page_one(client, sealed_feed):
     url, seen = client.get("/feeds/books/pages/latest")["Location"], []
     while url:
         response = client.get(url)
@@ -180,7 +168,7 @@ def test_following_prev_from_latest_reaches_page_one(client, books):
 
 
 @pytest.mark.parametrize("url", ["/feeds/books/pages/1", "/feeds/books/pages/3"])
-def test_head_agrees_with_get(client, books, url):
+def test_head_agrees_with_get(client, sealed_feed, url):
     get, head = client.get(url), client.head(url)
     assert head.status_code == get.status_code == 200
     for name in ("Content-Type", "ETag", "Last-Modified", "Link", "Cache-Control",
@@ -188,22 +176,22 @@ def test_head_agrees_with_get(client, books, url):
         assert head[name] == get[name], name
 
 
-def test_pages_sealed_before_linked_pages_existed_are_served_then_frozen(client, books):
+def test_pages_sealed_before_linked_pages_existed_are_served_then_frozen(client, sealed_feed):
     expected = client.get("/feeds/books/pages/1").content
-    ArchivePage.objects.filter(feed=books).update(multipart=None)
+    ArchivePage.objects.filter(feed=sealed_feed).update(multipart=None)
 
     rendered = client.get("/feeds/books/pages/1").content
     assert freeze_linked_pages() == 2
-    stored = bytes(ArchivePage.objects.get(feed=books, number=1).multipart)
+    stored = bytes(ArchivePage.objects.get(feed=sealed_feed, number=1).multipart)
     assert rendered == stored == expected
 
 
-def test_the_migration_keeps_each_record_s_metadata_on_its_newest_entry(books):
+def test_the_migration_keeps_each_record_s_metadata_on_its_newest_entry(sealed_feed):
     migration = importlib.import_module("archives.migrations.0004_linked_pages_and_snapshots")
-    Entry.objects.filter(feed=books).update(metadata=None)
+    Entry.objects.filter(feed=sealed_feed).update(metadata=None)
     migration.keep_current_metadata(apps, None)
 
-    for record in Record.objects.filter(feed=books):
+    for record in Record.objects.filter(feed=sealed_feed):
         newest = record.entries.order_by("-seq").first()
         assert newest.metadata == (None if newest.is_deletion else record.metadata)
         assert all(entry.metadata is None for entry in record.entries.exclude(pk=newest.pk))
@@ -258,18 +246,18 @@ def shape(records: dict[str, dict]) -> dict[str, tuple[str, dict]]:
     return {key: (record["title"], record["metadata"]) for key, record in records.items()}
 
 
-def test_a_snapshot_holds_the_live_records_and_its_index_follows_the_schema(client, books):
-    take_snapshot(books)
+def test_a_snapshot_holds_the_live_records_and_its_index_follows_the_schema(client, sealed_feed):
+    take_snapshot(sealed_feed)
     index, records = snapshot_records(client, "books")
 
     jsonschema.validate(index, SCHEMA)
     assert all(url.startswith("http://127.0.0.1:8000/") for url in index["pages"])
-    assert shape(records) == live_records(books)
+    assert shape(records) == live_records(sealed_feed)
     assert index["feed"]["lastEntry"] == 7
 
 
-def test_snapshot_entities_are_the_page_entities_of_the_same_entries(client, books):
-    take_snapshot(books)
+def test_snapshot_entities_are_the_page_entities_of_the_same_entries(client, sealed_feed):
+    take_snapshot(sealed_feed)
     _, records = snapshot_records(client, "books")
     index = json.loads(client.get(client.get("/feeds/books/snapshots/latest")["Location"])
                        .content)
@@ -329,8 +317,8 @@ def test_an_empty_feed_snapshot_has_no_pages_and_resumes_from_page_one(client, f
                              "resumeAfterContentId": None}
 
 
-def test_snapshots_are_immutable_and_unknown_ones_are_404(client, books):
-    snapshot = take_snapshot(books)
+def test_snapshots_are_immutable_and_unknown_ones_are_404(client, sealed_feed):
+    snapshot = take_snapshot(sealed_feed)
     index = client.get(f"/feeds/books/snapshots/{snapshot.uuid}/")
     page = client.get(f"/feeds/books/snapshots/{snapshot.uuid}/pages/1")
     assert index["Cache-Control"] == page["Cache-Control"] == IMMUTABLE
@@ -343,13 +331,13 @@ def test_snapshots_are_immutable_and_unknown_ones_are_404(client, books):
     assert client.get("/feeds/books/snapshots/latest").status_code == 404
 
 
-def test_the_snapshot_command_reports_and_keeps_the_newest(books):
+def test_the_snapshot_command_reports_and_keeps_the_newest(sealed_feed):
     out = StringIO()
     for _ in range(3):
         call_command("snapshot", "--feed", "books", "--keep", "2", stdout=out)
     assert "books: snapshot" in out.getvalue()
     assert "4 records as of entry 7" in out.getvalue()
-    assert Snapshot.objects.filter(feed=books).count() == 2
+    assert Snapshot.objects.filter(feed=sealed_feed).count() == 2
 
 
 @pytest.mark.postgres
@@ -381,7 +369,7 @@ def test_snapshots_taken_while_writers_run_are_consistent_cuts(client):
         assert shape(follow_feed(client, index, records)) == live_records(feed)
 
 
-def test_the_watching_sealer_snapshots_changed_feeds_only(books, monkeypatch):
+def test_the_watching_sealer_snapshots_changed_feeds_only(sealed_feed, monkeypatch):
     from archives.management.commands import seal_archives
 
     passes = iter(range(3))
@@ -390,7 +378,7 @@ def test_the_watching_sealer_snapshots_changed_feeds_only(books, monkeypatch):
         if next(passes, None) is None:
             raise KeyboardInterrupt
         if seconds == 1:  # between passes: one more write after the first snapshot
-            publishing.put_record(feed=books, key="k9", data=record_data(9))
+            publishing.put_record(feed=sealed_feed, key="k9", data=record_data(9))
 
     monkeypatch.setattr(seal_archives.time, "sleep", sleep)
     monotonic = iter(range(0, 10_000, 1000))
@@ -399,14 +387,14 @@ def test_the_watching_sealer_snapshots_changed_feeds_only(books, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         call_command("seal_archives", "--watch", "1", "--snapshot-every", "1500", stdout=out)
 
-    snapshots = list(Snapshot.objects.filter(feed=books).order_by("created"))
+    snapshots = list(Snapshot.objects.filter(feed=sealed_feed).order_by("created"))
     assert [snapshot.last_seq for snapshot in snapshots] == [7, 8]
     assert out.getvalue().count("snapshot ") == 2
 
 
-def test_a_feed_with_nothing_new_since_its_snapshot_gets_no_other(books, feed):
+def test_a_feed_with_nothing_new_since_its_snapshot_gets_no_other(sealed_feed, feed):
     FeedFactory(slug="empty")
     assert [s.feed.slug for s in snapshot_changed_feeds(keep=3)] == ["books"]
     assert snapshot_changed_feeds(keep=3) == []
-    publishing.put_record(feed=books, key="k9", data=record_data(9))
+    publishing.put_record(feed=sealed_feed, key="k9", data=record_data(9))
     assert [s.last_seq for s in snapshot_changed_feeds(slug="books", keep=3)] == [8]

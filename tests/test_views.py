@@ -13,25 +13,12 @@ from django.test.utils import CaptureQueriesContext
 from lxml import etree
 
 from archives import atom, publishing
-from archives.models import Feed
 from archives.sealing import seal_feed
 
 from .factories import FeedFactory, record_data
 from .walking import NS, walk
 
 BASE = "http://127.0.0.1:8000"
-
-
-@pytest.fixture
-def sealed_feed(feed):
-    """7 entries: pages 1 and 2 sealed, entry 7 (a deletion) in the subscription."""
-    for n in range(1, 5):
-        publishing.put_record(feed=feed, key=f"k{n}", data=record_data(n))
-    publishing.put_record(feed=feed, key="k1", data=record_data(1, title="Renamed"))
-    publishing.put_record(feed=feed, key="k5", data=record_data(5))
-    publishing.delete_record(feed=feed, key="k2")
-    seal_feed(feed)
-    return Feed.objects.get(pk=feed.pk)
 
 
 def links_of(root):
