@@ -70,10 +70,11 @@ class FeedAdmin(admin.ModelAdmin):
         return _link(atom.subscription_url(feed.slug), "Atom")
 
     def get_readonly_fields(self, request, obj=None):
-        # Archive URIs and page ranges are promised forever once a page is sealed.
-        if obj is not None and obj.sealed_pages:
-            return [*self.readonly_fields, "slug", "page_size"]
-        return self.readonly_fields
+        # Archive URIs are promised forever once a page is sealed, page ranges once the
+        # feed has entries (publishing.update_feed).
+        frozen = [name for name, is_frozen in (("slug", obj and obj.sealed_pages),
+                                                ("page_size", obj and obj.last_seq)) if is_frozen]
+        return [*self.readonly_fields, *frozen]
 
     def has_delete_permission(self, request, obj=None):
         return super().has_delete_permission(request, obj) and not (obj and obj.sealed_pages)

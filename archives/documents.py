@@ -29,12 +29,12 @@ from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
 from typing import NamedTuple
+from uuid import UUID
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
 from django.utils.http import http_date
 
-from . import atom, fastsql, linkedpages
+from . import atom, fastsql, formats, linkedpages, validation
 from .formats import rfc3339
 from .models import ArchivePage, Feed, Record, Snapshot, SnapshotPage
 from .pagecache import PageCache
@@ -45,7 +45,8 @@ JSON_TYPE = "application/json"
 # What rendering depends on besides data: the renderer itself. A release that renders
 # differently changes every ETag (so no cache keeps old bytes as current) and moves the
 # Last-Modified of documents rendered per request to no earlier than its files.
-_RENDERERS = [Path(atom.__file__), Path(__file__)]
+_RENDERERS = [Path(module.__file__) for module in (atom, linkedpages, formats, validation)] + [
+    Path(__file__)]
 RENDERER = hashlib.sha256(b"".join(path.read_bytes() for path in _RENDERERS)).hexdigest()
 RENDERER_MODIFIED = datetime.fromtimestamp(max(path.stat().st_mtime for path in _RENDERERS),
                                            tz=UTC)
@@ -307,29 +308,33 @@ class RecordJSONDocument(RecordDocument):
 
 
 class LinkedPageDocument(Document):
-    """/feeds/<slug>/pages/<n>: the entries of archive page n as a linked-pages page
-    (archives/linkedpages.py). Its body is frozen when the page is sealed; only its
-    `Link` headers gain `next`, once a later page exists.
+    """/feeds/<slug>/pages/<n>: entries (n-1)*page_size+1 .. n*page_size as a linked-pages
+    page (archives/linkedpages.py), oldest first; the newest page holds what there is of
+    its range. A sealed page is served from the body frozen with it, any other is rendered
+    from the same entries to the same bytes. Only its `Link` headers gain `next`, once an
+    entry after its range exists; from then on it is final.
 
     The format asks for the page's Last-Modified to be its last entity's, so it does not
-    move when the page gains `next`: revalidation is by ETag only (which covers `next`).
+    move when the page gains `next` or (the newest page) gains an entity within the same
+    second: revalidation is by ETag only (which covers both).
     """
 
     honours_if_modified_since = False
 
-    def __init__(self, feed: Feed, number: int, *, body: bytes, last_updated: datetime,
-                 read_at: datetime):
+    def __init__(self, feed: Feed, number: int, *, read_at: datetime,
+                 stored: tuple[bytes, datetime] | None = None):
         super().__init__(read_at=read_at)
-        self.feed, self.number = feed, number
-        self._body, self._last_updated = body, last_updated
-        self.has_next = number < feed.sealed_pages or feed.last_seq > feed.sealed_seq
-        self.final = self.has_next
-        self.content_type = linkedpages.content_type_of(body)
+        self.feed, self.number, self._stored = feed, number, stored
+        size = feed.page_size
+        self.first_seq, self.last_seq = (number - 1) * size + 1, min(number * size, feed.last_seq)
+        # From the feed row read first: a stale row can only leave `next` out, never
+        # promise a page that does not exist.
+        self.has_next = self.final = feed.last_seq > number * size
 
     @classmethod
     def for_page(cls, slug: str, number: int) -> LinkedPageDocument:
-        """The sealed page `number`, or the open page after them; raises
-        ArchivePage.DoesNotExist when there is no such page (a page is never empty)."""
+        """Raises ArchivePage.DoesNotExist when there is no such page (a page is never
+        empty: the newest page is the one holding the newest entry)."""
         cached = final_pages.get(("linked", slug, number))
         if cached is not None:
             return cached
@@ -338,82 +343,54 @@ class LinkedPageDocument(Document):
             feed = fastsql.feed_by_slug(slug)
         except Feed.DoesNotExist:
             raise ArchivePage.DoesNotExist(f"No feed {slug!r}") from None
-        if number == feed.sealed_pages + 1 and feed.last_seq > feed.sealed_seq:
-            return OpenLinkedPageDocument(feed, read_at=read_at)
-        body, first_seq, last_seq, last_updated = (
-            ArchivePage.objects.filter(feed=feed, number=number)
-            .values_list("multipart", "first_seq", "last_seq", "last_updated").get())
-        if body is None:  # sealed before linked pages were stored with it (migration 0004)
-            body, _ = linkedpages.render_page(feed, atom.entry_rows(feed, first_seq, last_seq))
-        page = cls(feed, number, body=bytes(body), last_updated=last_updated, read_at=read_at)
+        if not 0 < number <= newest_page(feed):
+            raise ArchivePage.DoesNotExist(f"Feed {slug!r} has no page {number}")
+        stored = None
+        if number <= feed.sealed_pages:
+            body, last_updated = ArchivePage.objects.filter(feed=feed, number=number) \
+                .values_list("multipart", "last_updated").get()
+            # Sealed before linked pages were stored with it (migration 0004): rendered.
+            stored = None if body is None else (bytes(body), last_updated)
+        page = cls(feed, number, read_at=read_at, stored=stored)
         if page.final:
-            page.headers()
-            final_pages.put(("linked", slug, number), page, size=len(page._body))
+            page.headers()  # built once, before it is shared
+            final_pages.put(("linked", slug, number), page, size=len(page.body()))
         return page
 
     @cached_property
     def _etag(self) -> str:
-        return bytes_etag(self._body)[:-1] + ("-next" if self.has_next else "") + '"'
+        if self._stored is not None:
+            return bytes_etag(self._stored[0])[:-1] + ("-next" if self.has_next else "") + '"'
+        feed = self.feed
+        return inputs_etag("linked page", feed.uuid, feed.slug, self.first_seq, self.last_seq,
+                           self.has_next)
 
     def etag(self) -> str:
         return self._etag
 
     def modified(self) -> datetime:
-        return self._last_updated
+        if self._stored is None and self.last_seq == self.feed.last_seq:
+            return self.feed.last_updated  # the newest page: a poll renders nothing
+        return self._rendered.last_updated
 
     def last_modified(self) -> int:
-        return int(self._last_updated.timestamp())
+        return int(self.modified().timestamp())
 
     def links(self) -> list[tuple[str, str]]:
         return linkedpages.page_links(self.feed.slug, self.number, has_next=self.has_next)
 
-    def body(self) -> bytes:
-        return self._body
-
-
-
-class OpenLinkedPageDocument(Document):
-    """The linked-pages page after the sealed ones: the unsealed entries, oldest first.
-    It gains entities, possibly several within one second under one Last-Modified (the
-    format's rule): revalidation is by ETag only."""
-
-    honours_if_modified_since = False
-
-    def __init__(self, feed: Feed, *, read_at: datetime):
-        super().__init__(read_at=read_at)
-        self.feed = feed
-        self.number = feed.sealed_pages + 1
-
     @cached_property
-    def _etag(self) -> str:
-        feed = self.feed
-        return inputs_etag("open linked page", feed.uuid, feed.slug, feed.page_size,
-                           feed.sealed_pages, feed.last_seq)
-
-    def etag(self) -> str:
-        return self._etag
-
-    def modified(self) -> datetime:
-        return self.feed.last_updated
-
-    def last_modified(self) -> int:
-        return int(self.feed.last_updated.timestamp())
-
-    def links(self) -> list[tuple[str, str]]:
-        return linkedpages.page_links(self.feed.slug, self.number, has_next=False)
-
-    @cached_property
-    def _rendered(self) -> _Rendered:
-        feed = self.feed
-        key = ("linked", feed.slug)
+    def _rendered(self) -> _Page:
+        if self._stored is not None:
+            return _Page(*self._stored)
+        key = ("linked", self.feed.slug, self.number)
         cached = subscription_bodies.get(key)
         if cached is not None and cached.etag == self.etag():
-            return cached
-        rows = atom.entry_rows(feed, feed.sealed_seq + 1, feed.last_seq)
-        body, _ = linkedpages.render_page(feed, rows)
-        rendered = _Rendered(self.etag(), body)
-        subscription_bodies.put(key, rendered, size=len(body))
-        return rendered
+            return _Page(cached.body, cached.last_updated)
+        rows = atom.entry_rows(self.feed, self.first_seq, self.last_seq)
+        page = _Page(linkedpages.render_page(self.feed, rows), rows[-1].updated)
+        subscription_bodies.put(key, _RenderedPage(self.etag(), *page), size=len(page.body))
+        return page
 
     def body(self) -> bytes:
         return self._rendered.body
@@ -423,18 +400,31 @@ class OpenLinkedPageDocument(Document):
         return linkedpages.content_type_of(self.body())
 
 
+class _Page(NamedTuple):
+    body: bytes
+    last_updated: datetime
+
+
+class _RenderedPage(NamedTuple):
+    etag: str
+    body: bytes
+    last_updated: datetime
+
+
+def newest_page(feed: Feed) -> int:
+    """The number of the newest linked page: the one holding the newest entry (0: none)."""
+    return -(-feed.last_seq // feed.page_size)
+
+
 def newest_linked_page(slug: str) -> int:
-    """The number of the newest linked page; raises ArchivePage.DoesNotExist for a feed
-    with no entries (a page is never empty)."""
+    """Raises ArchivePage.DoesNotExist for an unknown feed or one with no entries yet."""
     try:
-        feed = fastsql.feed_by_slug(slug)
+        number = newest_page(fastsql.feed_by_slug(slug))
     except Feed.DoesNotExist:
         raise ArchivePage.DoesNotExist(f"No feed {slug!r}") from None
-    if feed.last_seq > feed.sealed_seq:
-        return feed.sealed_pages + 1
-    if feed.sealed_pages:
-        return feed.sealed_pages
-    raise ArchivePage.DoesNotExist(f"Feed {slug!r} has no entries yet")
+    if not number:
+        raise ArchivePage.DoesNotExist(f"Feed {slug!r} has no entries yet")
+    return number
 
 
 class SnapshotIndexDocument(Document):
@@ -449,14 +439,11 @@ class SnapshotIndexDocument(Document):
         self.snapshot = snapshot
 
     @classmethod
-    def for_id(cls, slug: str, snapshot_id: str) -> SnapshotIndexDocument:
-        """Raises Snapshot.DoesNotExist (also for an id that is not a UUID)."""
+    def for_id(cls, slug: str, snapshot_id: UUID) -> SnapshotIndexDocument:
+        """Raises Snapshot.DoesNotExist."""
         read_at = now()
-        try:
-            snapshot = Snapshot.objects.select_related("feed").get(
-                feed__slug=slug, uuid=snapshot_id, complete=True)
-        except ValidationError:
-            raise Snapshot.DoesNotExist(f"No snapshot {snapshot_id!r}") from None
+        snapshot = Snapshot.objects.select_related("feed").get(
+            feed__slug=slug, uuid=snapshot_id, complete=True)
         return cls(snapshot, read_at=read_at)
 
     def content(self) -> dict:
@@ -508,16 +495,12 @@ class SnapshotPageDocument(Document):
         self.content_type = linkedpages.content_type_of(bytes(page.body))
 
     @classmethod
-    def for_page(cls, slug: str, snapshot_id: str, number: int) -> SnapshotPageDocument:
+    def for_page(cls, slug: str, snapshot_id: UUID, number: int) -> SnapshotPageDocument:
         """Raises SnapshotPage.DoesNotExist."""
         read_at = now()
-        try:
-            page = SnapshotPage.objects.select_related("snapshot").get(
-                                            snapshot__feed__slug=slug,
-                                            snapshot__uuid=snapshot_id,
-                                            snapshot__complete=True, number=number)
-        except ValidationError:
-            raise SnapshotPage.DoesNotExist(f"No snapshot {snapshot_id!r}") from None
+        page = SnapshotPage.objects.select_related("snapshot").get(
+            snapshot__feed__slug=slug, snapshot__uuid=snapshot_id, snapshot__complete=True,
+            number=number)
         return cls(page, slug, read_at=read_at)
 
     def etag(self) -> str:

@@ -67,10 +67,10 @@ def record_base(feed: Feed) -> str:
     return url("archives:record", feed.slug, "KEY").removesuffix("KEY")
 
 
-def render(parts: Iterable[bytes]) -> tuple[bytes, str]:
-    """A multipart/mixed body of `parts` and its Content-Type. The boundary is derived from
-    the parts, so the same parts always make the same bytes, and checked not to occur in
-    them (RFC 2046 5.1.1)."""
+def render(parts: Iterable[bytes]) -> bytes:
+    """A multipart/mixed body of `parts` (its Content-Type: `content_type_of`). The
+    boundary is derived from the parts, so the same parts always make the same bytes, and
+    checked not to occur in them (RFC 2046 5.1.1)."""
     parts = list(parts)
     digest = hashlib.sha256()
     for part in parts:
@@ -82,12 +82,11 @@ def render(parts: Iterable[bytes]) -> tuple[bytes, str]:
             break
         salt += 1
     delimiter = b"--" + boundary
-    body = b"".join(delimiter + CRLF + part + CRLF for part in parts) + delimiter + b"--" + CRLF
-    return body, f'{MULTIPART}; boundary="{boundary.decode()}"'
+    return b"".join(delimiter + CRLF + part + CRLF for part in parts) + delimiter + b"--" + CRLF
 
 
-def render_page(feed: Feed, rows: list[EntryRow]) -> tuple[bytes, str]:
-    """A page of entries (oldest first): its body and Content-Type."""
+def render_page(feed: Feed, rows: list[EntryRow]) -> bytes:
+    """A page of entries (oldest first)."""
     base = record_base(feed)
     return render(entity(feed, row, base) for row in rows)
 

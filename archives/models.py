@@ -32,7 +32,7 @@ class Feed(models.Model):
     page_size = models.PositiveIntegerField(
         default=default_page_size,
         validators=[MinValueValidator(1), MaxValueValidator(MAX_PAGE_SIZE)],
-        help_text="Entries per archive page; fixed once a page is sealed.",
+        help_text="Entries per archive page; fixed once the feed has entries.",
     )
     created = models.DateTimeField(auto_now_add=True)
     # The write counter: seq and updated of the newest entry (0/None before the first).
@@ -130,15 +130,16 @@ class Entry(models.Model):
     feed = models.ForeignKey(Feed, on_delete=models.PROTECT, related_name="entries",
                              db_index=False)
     seq = models.BigIntegerField()
-    # Indexed (the FK default): serves the PROTECT check when records are deleted.
-    record = models.ForeignKey(Record, on_delete=models.PROTECT, related_name="entries")
+    # No index of its own: the (record, seq) index serves every lookup by record.
+    record = models.ForeignKey(Record, on_delete=models.PROTECT, related_name="entries",
+                               db_index=False)
     kind = models.CharField(max_length=6, choices=Kind.choices)
     updated = models.DateTimeField()
     title = models.CharField(max_length=1000)
     summary = models.TextField(blank=True)
     links = models.JSONField(default=list, blank=True)
     # The record's metadata as it was at this entry, for the linked-pages entities. Null on
-    # entries written before it was kept (migration 0004) whose record has changed since.
+    # entries written before it was kept (migration 0005) whose record has changed since.
     metadata = models.JSONField(null=True, blank=True)
 
     class Meta:
@@ -148,6 +149,11 @@ class Entry(models.Model):
             # Serves pages and the subscription document: WHERE feed_id = ? AND seq BETWEEN ..
             # and makes a duplicate seq impossible even if the write path were bypassed.
             models.UniqueConstraint(fields=["feed", "seq"], name="entry_unique_seq_per_feed"),
+        ]
+        indexes = [
+            # Serves a snapshot's cut (a record's newer entry: WHERE record_id = ? AND
+            # seq > ? AND seq <= ?), a record's history, and the PROTECT check.
+            models.Index(fields=["record", "seq"], name="entry_record_seq"),
         ]
 
     def __str__(self) -> str:
@@ -207,7 +213,9 @@ class Snapshot(models.Model):
     """The live records of a feed as of one entry (`last_seq`), frozen into pages of
     PUT entities (archives/snapshots.py): a linked-pages consumer's entry point."""
 
-    feed = models.ForeignKey(Feed, on_delete=models.PROTECT, related_name="snapshots")
+    # No index of its own: the (feed, complete, created) index serves every lookup by feed.
+    feed = models.ForeignKey(Feed, on_delete=models.PROTECT, related_name="snapshots",
+                             db_index=False)
     uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     # The cut: every entry up to this seq, and none after it, is in the snapshot.
     last_seq = models.BigIntegerField()

@@ -295,18 +295,26 @@ def create_feed(*, slug: str, title: str, **fields: Any) -> Feed:
     return feed
 
 
+FROZEN = {
+    "slug": "Cannot change once an archive page is sealed: its URIs are promised forever.",
+    "page_size": "Cannot change once the feed has entries: every page's range follows from it.",
+}
+
+
 def update_feed(*, feed: Feed, **changes: Any) -> Feed:
-    """Change a feed's description. Its slug and page size are frozen once a page is
-    sealed: archive URIs are promised forever and page n's range depends on page_size."""
+    """Change a feed's description. Its slug is frozen once a page is sealed (archive URIs
+    are promised forever), its page size once it has an entry (pages' ranges follow from
+    it, and linked pages are served before they are sealed)."""
     clean_feed_text(changes)
     with transaction.atomic():
         locked = Feed.objects.select_for_update().get(pk=feed.pk)
-        frozen = {name for name in ("slug", "page_size")
-                  if name in changes and changes[name] != getattr(locked, name)}
-        if locked.sealed_pages and frozen:
-            raise ValidationError({
-                name: ["Cannot change once an archive page is sealed."] for name in frozen
-            })
+        # The slug names every archive URI, promised once a page is sealed; the page size
+        # sets every page's range, linked pages served from the first entry on.
+        frozen = {"slug": locked.sealed_pages > 0, "page_size": locked.last_seq > 0}
+        refused = {name: [FROZEN[name]] for name, is_frozen in frozen.items()
+                   if is_frozen and name in changes and changes[name] != getattr(locked, name)}
+        if refused:
+            raise ValidationError(refused)
         changed = [name for name, value in changes.items() if getattr(locked, name) != value]
         for name in changed:
             setattr(locked, name, changes[name])

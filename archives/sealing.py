@@ -49,7 +49,10 @@ def seal_all(*, dry_run: bool = False) -> list[SealedPage]:
     """Seal every full page of every feed. A feed that fails (deleted meanwhile, say) is
     logged and skipped, so that one feed never stops the sealing of the others."""
     if not dry_run:
-        freeze_linked_pages()
+        try:
+            freeze_linked_pages()
+        except Exception:  # a backfill must never stop sealing
+            logger.exception("freezing linked pages failed; the next pass tries again")
     sealed = []
     for feed in Feed.objects.all():
         try:
@@ -123,7 +126,7 @@ def _seal_run(feed: Feed, first: int, last: int, previous) -> list[bytes]:
     for number in range(first, last + 1):
         page_rows = rows[(number - first) * size:(number - first + 1) * size]
         body, etag = ArchiveDocument.freeze(feed, number, page_rows, has_next=number < last)
-        multipart, _ = linkedpages.render_page(feed, page_rows)
+        multipart = linkedpages.render_page(feed, page_rows)
         pages.append(ArchivePage(
             feed=feed, number=number, first_seq=page_rows[0].seq, last_seq=page_rows[-1].seq,
             first_updated=page_rows[0].updated, last_updated=page_rows[-1].updated,
@@ -197,11 +200,12 @@ def freeze_linked_pages(limit: int = PAGES_PER_RUN) -> int:
     """Store the linked-pages body of up to `limit` pages sealed before those were stored
     with every page (migration 0004); how many. Until then the view renders them from
     the same entries, to the same bytes."""
-    missing = ArchivePage.objects.filter(multipart__isnull=True).select_related("feed")
+    missing = (ArchivePage.objects.filter(multipart__isnull=True).select_related("feed")
+               .order_by("feed_id", "number"))  # the partial index's order
     done = 0
     for page in missing.defer("body")[:limit]:
         rows = atom.entry_rows(page.feed, page.first_seq, page.last_seq)
-        multipart, _ = linkedpages.render_page(page.feed, rows)
+        multipart = linkedpages.render_page(page.feed, rows)
         done += ArchivePage.objects.filter(pk=page.pk, multipart__isnull=True).update(
             multipart=multipart)
     return done

@@ -24,9 +24,10 @@ from .models import ArchivePage, Entry, Feed, Snapshot, SnapshotPage
 
 logger = logging.getLogger(__name__)
 
-# Entries read per query, and pages stored per COPY: bound memory whatever the size.
+# Entries read per query, and bytes of pages stored per COPY: bound memory whatever the
+# feed's size.
 WINDOW = 5000
-PAGES_PER_COPY = 20
+BYTES_PER_COPY = 4 * 1024 * 1024
 
 
 def take_snapshot(feed: Feed, *, keep: int | None = None) -> Snapshot:
@@ -41,7 +42,7 @@ def take_snapshot(feed: Feed, *, keep: int | None = None) -> Snapshot:
         if len(page) == feed.page_size:
             pages.append(_page(snapshot, len(pages) + snapshot.pages + 1, page))
             page = []
-        if len(pages) == PAGES_PER_COPY:
+        if sum(len(pending.body) for pending in pages) >= BYTES_PER_COPY:
             snapshot.pages += _store(pages)
             pages = []
     if page:
@@ -80,12 +81,13 @@ def live_entities(feed: Feed, cut: int) -> Iterator[bytes]:
         live = set(_live(feed, cut, start, end).values_list("seq", flat=True))
         if not live:
             continue
-        pages = (ArchivePage.objects.filter(feed=feed, last_seq__gte=start, first_seq__lte=end)
+        pages = (ArchivePage.objects  # by the (feed, number) index
+                 .filter(feed=feed, number__range=((start - 1) // size + 1, end // size))
                  .order_by("number").values_list("first_seq", "last_seq", "multipart"))
         for first_seq, last_seq, multipart in pages:
             if multipart is None:  # sealed before linked pages were stored (migration 0004)
                 rows = atom.entry_rows(feed, first_seq, last_seq)
-                multipart, _ = linkedpages.render_page(feed, rows)
+                multipart = linkedpages.render_page(feed, rows)
             for seq, part in enumerate(linkedpages.split(bytes(multipart)), start=first_seq):
                 if seq in live:
                     yield part
@@ -99,15 +101,15 @@ def live_entities(feed: Feed, cut: int) -> Iterator[bytes]:
 
 def _live(feed: Feed, cut: int, start: int, end: int):
     """Entries start..end that are their record's newest at or below `cut`, and not
-    deletions: one probe of the record's entries each (their record_id index)."""
+    deletions: one probe of the (record, seq) index each."""
     newer = Entry.objects.filter(record=OuterRef("record"), seq__gt=OuterRef("seq"),
                                  seq__lte=cut)
     return (Entry.objects.filter(feed=feed, seq__gte=start, seq__lte=end)
-            .exclude(kind=Entry.Kind.DELETE).filter(~Exists(newer)))
+            .exclude(kind=Entry.Kind.DELETE).filter(~Exists(newer)).order_by())
 
 
 def _page(snapshot: Snapshot, number: int, parts: list[bytes]) -> SnapshotPage:
-    body, _ = linkedpages.render(parts)
+    body = linkedpages.render(parts)
     snapshot.records += len(parts)
     return SnapshotPage(snapshot=snapshot, number=number, body=body, etag=bytes_etag(body),
                         last_modified=linkedpages.last_modified_of(parts[-1]))
@@ -132,10 +134,14 @@ def prune(feed: Feed, *, keep: int) -> int:
     """Delete all but the `keep` newest complete snapshots of `feed`, and incomplete ones
     left for a day (a snapshot killed half-way; a younger one may still be running)."""
     kept = list(Snapshot.objects.filter(feed=feed, complete=True)
-                .order_by("-created").values_list("pk", flat=True)[:max(keep, 1)])
+                .order_by("-created").values_list("created", flat=True)[:max(keep, 1)])
+    if not kept:
+        return 0
+    # Older than the oldest kept one: a snapshot another sealer completes meanwhile is
+    # newer, and stays.
+    older = Q(complete=True, created__lt=kept[-1])
     abandoned = Q(complete=False, created__lt=documents.change_stamp() - timedelta(days=1))
-    doomed = Snapshot.objects.filter(feed=feed).filter(Q(complete=True) | abandoned) \
-        .exclude(pk__in=kept)
+    doomed = Snapshot.objects.filter(feed=feed).filter(older | abandoned)
     with transaction.atomic():
         SnapshotPage.objects.filter(snapshot__in=doomed).delete()
         count, _ = doomed.delete()

@@ -20,7 +20,7 @@ urlpatterns = [
     path("feeds/<slug:slug>/pages/latest", views.newest_linked_page, name="linked-latest"),
     path("feeds/<slug:slug>/pages/<int:number>", views.linked_page, name="linked-page"),
     path("feeds/<slug:slug>/snapshots/latest", views.newest_snapshot, name="snapshot-latest"),
-    path("feeds/<slug:slug>/snapshots/<str:snapshot_id>/", views.snapshot, name="snapshot"),
-    path("feeds/<slug:slug>/snapshots/<str:snapshot_id>/pages/<int:number>",
+    path("feeds/<slug:slug>/snapshots/<uuid:snapshot_id>/", views.snapshot, name="snapshot"),
+    path("feeds/<slug:slug>/snapshots/<uuid:snapshot_id>/pages/<int:number>",
          views.snapshot_page, name="snapshot-page"),
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
+from uuid import UUID
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -36,7 +37,7 @@ from .documents import (
 from .models import ArchivePage, Feed, Record, Snapshot, SnapshotPage
 from .validation import clean_key
 
-MAX_PAGE_NUMBER = 2**31 - 1  # the column's range; larger numbers would be a database error
+MAX_PAGE_NUMBER = 2**31 - 1  # the column's range: no page can have a larger number
 
 
 def read_only(view: Callable) -> Callable:
@@ -74,13 +75,9 @@ def archive(request: HttpRequest, slug: str, number: int) -> HttpResponse:
 @read_only
 def linked_page(request: HttpRequest, slug: str, number: int) -> HttpResponse:
     try:
-        document = LinkedPageDocument.for_page(slug, number) \
-            if 1 <= number <= MAX_PAGE_NUMBER else None
+        return serve(request, LinkedPageDocument.for_page(slug, number))
     except ArchivePage.DoesNotExist:
-        document = None
-    if document is None:
-        raise Http404(f"Feed {slug!r} has no page {number}")
-    return serve(request, document)
+        raise Http404(f"Feed {slug!r} has no page {number}") from None
 
 
 @read_only
@@ -95,7 +92,7 @@ def newest_linked_page(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 @read_only
-def snapshot(request: HttpRequest, slug: str, snapshot_id: str) -> HttpResponse:
+def snapshot(request: HttpRequest, slug: str, snapshot_id: UUID) -> HttpResponse:
     try:
         return serve(request, SnapshotIndexDocument.for_id(slug, snapshot_id))
     except Snapshot.DoesNotExist:
@@ -113,7 +110,7 @@ def newest_snapshot(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 @read_only
-def snapshot_page(request: HttpRequest, slug: str, snapshot_id: str, number: int):
+def snapshot_page(request: HttpRequest, slug: str, snapshot_id: UUID, number: int):
     try:
         return serve(request, SnapshotPageDocument.for_page(slug, snapshot_id, number))
     except SnapshotPage.DoesNotExist:

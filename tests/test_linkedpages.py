@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 import jsonschema
 import pytest
 from django.apps import apps
+from django.core.exceptions import ValidationError
 from django.core.management import call_command
 from django.utils.http import http_date
 
@@ -187,7 +188,7 @@ def test_pages_sealed_before_linked_pages_existed_are_served_then_frozen(client,
 
 
 def test_the_migration_keeps_each_record_s_metadata_on_its_newest_entry(sealed_feed):
-    migration = importlib.import_module("archives.migrations.0004_linked_pages_and_snapshots")
+    migration = importlib.import_module("archives.migrations.0005_entry_metadata_of_newest_entries")
     Entry.objects.filter(feed=sealed_feed).update(metadata=None)
     migration.keep_current_metadata(apps, None)
 
@@ -398,3 +399,44 @@ def test_a_feed_with_nothing_new_since_its_snapshot_gets_no_other(sealed_feed, f
     assert snapshot_changed_feeds(keep=3) == []
     publishing.put_record(feed=sealed_feed, key="k9", data=record_data(9))
     assert [s.last_seq for s in snapshot_changed_feeds(slug="books", keep=3)] == [8]
+
+
+def test_pages_not_sealed_yet_hold_their_own_range_and_keep_it_when_sealed(
+        client, feed, settings):
+    settings.FEEDPUB_SEAL_ON_WRITE = False  # a sealer that lags behind
+    for n in range(1, 6):
+        publishing.put_record(feed=feed, key=f"k{n}", data=record_data(n))
+    before = [client.get(f"/feeds/books/pages/{n}") for n in (1, 2)]
+    seal_feed(feed)
+    after = [client.get(f"/feeds/books/pages/{n}") for n in (1, 2)]
+
+    assert [len(parts_of(page)) for page in before] == [3, 2]
+    assert links(before[0])["next"] == "/feeds/books/pages/2"
+    assert before[0]["Cache-Control"] == IMMUTABLE  # it has next: it will never change
+    assert [page.content for page in after] == [page.content for page in before]
+    assert client.get("/feeds/books/pages/latest")["Location"] == "/feeds/books/pages/2"
+    assert client.get("/feeds/books/pages/3").status_code == 404
+
+
+def test_the_page_size_is_fixed_once_the_feed_has_an_entry(feed):
+    publishing.update_feed(feed=feed, page_size=5)
+    publishing.put_record(feed=feed, key="k1", data=record_data(1))
+    with pytest.raises(ValidationError) as refused:
+        publishing.update_feed(feed=feed, page_size=7)
+    assert "page_size" in refused.value.message_dict
+
+
+def test_a_failing_snapshot_never_stops_the_sealer(sealed_feed, monkeypatch, caplog):
+    from archives.management.commands import seal_archives
+
+    def broken(**kwargs):
+        raise ValueError("a broken page")
+
+    passes = iter(range(2))
+    monkeypatch.setattr(seal_archives, "snapshot_changed_feeds", broken)
+    monkeypatch.setattr(seal_archives.time, "sleep", lambda seconds: next(passes))
+    monkeypatch.setattr(seal_archives.time, "monotonic", lambda: 10_000.0)
+    with pytest.raises(StopIteration):  # the loop went on to its third pass
+        call_command("seal_archives", "--watch", "1", "--snapshot-every", "1",
+                     stdout=StringIO())
+    assert caplog.text.count("taking snapshots failed") == 1  # then not due again

@@ -56,7 +56,8 @@ class FeedSerializer(StrictFieldsMixin, serializers.ModelSerializer):
         read_only_fields = ["sealed_pages", "created"]
         extra_kwargs = {
             "slug": {"help_text": "The feed's URL name; frozen once a page is sealed."},
-            "page_size": {"help_text": "Entries per archive page; frozen once a page is sealed."},
+            "page_size": {"help_text": "Entries per archive page; frozen once the feed has "
+                                       "entries."},
         }
 
     def get_url(self, feed: Feed) -> str:

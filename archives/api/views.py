@@ -42,7 +42,7 @@ ERRORS = {
     401: "A write without credentials (send `Authorization: Token <key>`).",
     403: "The user lacks the model permission this write needs.",
     404: "No such feed or record.",
-    409: "The feed's state forbids the change (it has sealed archive pages).",
+    409: "The feed's state forbids the change (it has sealed archive pages, or entries).",
     411: "The body came chunked (Transfer-Encoding) without a Content-Length.",
     412: "If-Match does not match the record's current ETag: it changed meanwhile.",
     413: "The body is larger than FEEDPUB_API_MAX_BODY_BYTES (10 MiB by default).",
@@ -106,8 +106,9 @@ class FeedDetail(ApiView):
 
     @extend_schema(
         summary="Change a feed",
-        description="`slug` and `page_size` cannot change once an archive page is sealed "
-                    "(409): archive URIs and page ranges are promised forever.",
+        description="`slug` cannot change once an archive page is sealed, `page_size` once "
+                    "the feed has entries (409): archive URIs and page ranges are promised "
+                    "forever.",
         responses={200: FeedSerializer, **errors(400, 401, 403, 404, 409, *BODY)},
     )
     def patch(self, request: Request, slug: str) -> Response:

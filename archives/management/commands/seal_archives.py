@@ -61,7 +61,16 @@ class Command(BaseCommand):
             time.sleep(watch)
 
     def snapshot(self, slug: str | None, keep: int) -> None:
-        for snapshot in snapshot_changed_feeds(slug=slug, keep=keep):
+        """Snapshots run between two sealing passes: a failing one is logged, and never
+        stops the sealing (a lost database is handled by the loop, like a seal's)."""
+        try:
+            snapshots = snapshot_changed_feeds(slug=slug, keep=keep)
+        except (OperationalError, InterfaceError):
+            raise
+        except Exception:
+            logger.exception("seal_archives: taking snapshots failed; trying again later")
+            return
+        for snapshot in snapshots:
             self.stdout.write(f"snapshot {snapshot.uuid} of {snapshot.feed.slug}: "
                               f"{snapshot.records} records as of entry {snapshot.last_seq}")
 
