@@ -17,6 +17,8 @@ document size, http(s) only) and never fails silently: a page it cannot read is 
 the result says the reconstruction is incomplete, and the next run tries that page again.
 
 Nothing here depends on feedpub's own URL layout or models: it is a plain HTTP client.
+`harvest` also reads the linked-pages format (archives/linkedconsumer.py, built on this
+module), told apart by its multipart Content-Type.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ STATE_VERSION = 2  # 1 was a JSON file, converted when met
 STATE_LOCK_WAIT = 5.0  # seconds a run waits for another one to release the state file
 MISSING_STATUSES = (403, 404, 410)  # RFC 5005 4.1: a publisher may refuse or lose archives
 EPOCH = datetime.min.replace(tzinfo=UTC)
+ATOM, LINKED_PAGES = "atom", "linked-pages"  # the formats `harvest` reads
 
 
 # Limits and HTTP -------------------------------------------------------------------------
@@ -109,6 +112,12 @@ class Response:
     @property
     def cache_control(self) -> dict[str, str | None]:
         return cache_directives(self.header("Cache-Control"))
+
+
+def is_multipart(response: Response) -> bool:
+    """A linked-pages page (multipart/*), not an Atom document."""
+    content_type = response.header("Content-Type") or ""
+    return content_type.strip().lower().startswith("multipart/")
 
 
 def cache_directives(value: str | None) -> dict[str, str | None]:
@@ -166,6 +175,12 @@ class _HttpOnlyRedirects(urllib.request.HTTPRedirectHandler):
         return super().http_error_302(req, fp, code, msg, headers)
 
     http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        redirected = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if redirected is not None and req.get_method() == "HEAD":
+            redirected.method = "HEAD"  # urllib before Python 3.12 follows a HEAD with a GET
+        return redirected
 
 
 class _Deadline:
@@ -667,23 +682,58 @@ class StateError(Exception):
     """The state file cannot be used."""
 
 
-class HarvestState:
-    """What a harvester keeps between runs, in one SQLite file.
+def open_state(path: str | os.PathLike | None = None) -> sqlite3.Connection:
+    """The state file at `path`, created if missing (None: a temporary one), in a transaction
+    that holds its write lock for the run.
 
-    Not JSON: the records of a large feed do not fit in memory. A run is one transaction
-    that holds the file's write lock: a run killed half-way leaves the previous state
-    whole, and a second run on the same file waits a few seconds, then gives up.
+    Not JSON: the records of a large feed do not fit in memory. A run is one transaction: a
+    run killed half-way leaves the previous state whole, and a second run on the same file
+    waits a few seconds, then gives up.
     """
+    if path is not None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        _import_json_state(Path(path))
+    db = _connect(path)
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    except BaseException as error:
+        db.close()
+        if isinstance(error, sqlite3.OperationalError) and "locked" in str(error):
+            raise StateError(f"the state file {path} is in use by another run") from error
+        if isinstance(error, (sqlite3.DatabaseError, ValueError)):
+            raise StateError(f"cannot read state file {path}: {error}") from error
+        raise
+    return db
+
+
+def read_meta(db: sqlite3.Connection, *, kind: str) -> dict[str, str]:
+    """A state's meta table, checked to be of this version and for a feed of format `kind`
+    (files from before linked pages say no format: they are Atom's)."""
+    meta = dict(db.execute("SELECT key, value FROM meta"))
+    stored = meta.get("format", ATOM) if meta else kind
+    if meta.setdefault("version", str(STATE_VERSION)) != str(STATE_VERSION):
+        raise StateError(f"unknown state version {meta['version']!r}")
+    if stored != kind:
+        raise StateError(f"the state file is for a feed in the {stored} format, not {kind}")
+    return meta
+
+
+def state_format(db: sqlite3.Connection) -> str | None:
+    """The format of the feed a state file is for; None for a new file."""
+    meta = dict(db.execute("SELECT key, value FROM meta"))
+    return meta.get("format", ATOM) if meta else None
+
+
+class HarvestState:
+    """What an Atom harvester keeps between runs, in one SQLite file (see `open_state`)."""
 
     def __init__(self, db: sqlite3.Connection):
         self.db = db
-        db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        meta = read_meta(db, kind=ATOM)
         # Archive pages applied on an earlier run: never fetched again.
         db.execute("CREATE TABLE IF NOT EXISTS pages (url TEXT PRIMARY KEY, info TEXT NOT NULL)")
         self.records = RecordStore(db)
-        meta = dict(db.execute("SELECT key, value FROM meta"))
-        if meta.setdefault("version", str(STATE_VERSION)) != str(STATE_VERSION):
-            raise StateError(f"unknown state version {meta['version']!r}")
         self.subscription: str | None = meta.get("subscription") or None
         self.validators: dict[str, str] = json.loads(meta.get("validators", "{}"))
         self.pending: list[str] = json.loads(meta.get("pending", "[]"))  # gaps to read again
@@ -691,19 +741,11 @@ class HarvestState:
     @classmethod
     def load(cls, path: str | os.PathLike | None = None) -> HarvestState:
         """The state in `path`, created if missing (None: a temporary one), locked for a run."""
-        if path is not None:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-            _import_json_state(Path(path))
-        db = _connect(path)
+        db = open_state(path)
         try:
-            db.execute("BEGIN IMMEDIATE")
             return cls(db)
-        except BaseException as error:
+        except BaseException:
             db.close()
-            if isinstance(error, sqlite3.OperationalError) and "locked" in str(error):
-                raise StateError(f"the state file {path} is in use by another run") from error
-            if isinstance(error, (sqlite3.DatabaseError, ValueError)):
-                raise StateError(f"cannot read state file {path}: {error}") from error
             raise
 
     def is_processed(self, url: str) -> bool:
@@ -714,7 +756,8 @@ class HarvestState:
 
     def save(self) -> None:
         """Commit the run (and release the file)."""
-        meta = {"version": str(STATE_VERSION), "subscription": self.subscription or "",
+        meta = {"version": str(STATE_VERSION), "format": ATOM,
+                "subscription": self.subscription or "",
                 "validators": json.dumps(self.validators), "pending": json.dumps(self.pending)}
         self.db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", meta.items())
         self.db.execute("COMMIT")
@@ -753,9 +796,8 @@ def _import_json_state(path: Path) -> None:
 
 
 def _write_json_state(data: dict[str, Any], path: str) -> None:
-    state = HarvestState(_connect(path))
+    state = HarvestState.load(path)  # an empty file: a new state
     try:
-        state.db.execute("BEGIN")
         state.subscription, state.validators = data["subscription"], data["validators"]
         state.pending = data["pending"]
         for url, info in data["processed"].items():
@@ -785,6 +827,24 @@ class Summary:
 
     def as_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
+@dataclass(frozen=True)
+class Meter:
+    """What a client had spent when a run began: its summary counts from there."""
+
+    requests: int
+    bytes: int
+    started: float
+
+    @classmethod
+    def start(cls, client: HttpClient) -> Meter:
+        return cls(client.requests, client.bytes_received, time.monotonic())
+
+    def fill(self, summary: Summary, client: HttpClient) -> None:
+        summary.requests = client.requests - self.requests
+        summary.bytes = client.bytes_received - self.bytes
+        summary.seconds = round(time.monotonic() - self.started, 3)
 
 
 class LiveRecords:
@@ -860,16 +920,18 @@ class Harvester:
         self._warn_hook = warn
         self.summary = Summary()
 
-    def run(self, url: str) -> HarvestResult:
-        started = time.monotonic()
-        requests_before, bytes_before = self.client.requests, self.client.bytes_received
+    def run(self, url: str, *, first: Response | None = None,
+            meter: Meter | None = None) -> HarvestResult:
+        """Harvest `url`; `first` is its answer to a plain GET when one was made already
+        (`meter`: what the client had spent before it)."""
+        meter = meter or Meter.start(self.client)
         if self.state.subscription not in (None, url):
             raise StateError(f"the state file is for {self.state.subscription}, not {url}")
         self.state.subscription = url
         staged = StagedPages(self.state.db)
         seen: set[str] = set()
         pending, self.state.pending = self.state.pending, []
-        subscription = self._fetch_subscription(url, staged)
+        subscription = self._fetch_subscription(url, staged, first)
         if subscription is not None:
             seen.add(url)
             self._walk(subscription.prev_archive, staged, seen)
@@ -880,9 +942,7 @@ class Harvester:
         if self.progress:
             self.progress.close()
         summary = self.summary
-        summary.requests = self.client.requests - requests_before
-        summary.bytes = self.client.bytes_received - bytes_before
-        summary.seconds = round(time.monotonic() - started, 3)
+        meter.fill(summary, self.client)
         summary.complete = not self.state.pending
         if self.state.pending:
             self._warn("the reconstruction is incomplete: entries of these pages and any older "
@@ -890,7 +950,8 @@ class Harvester:
         summary.live_records = self.state.records.count_live()
         return HarvestResult(LiveRecords(self.state.records), summary, self.warnings)
 
-    def _fetch_subscription(self, url: str, staged: StagedPages) -> PageLinks | None:
+    def _fetch_subscription(self, url: str, staged: StagedPages,
+                            first: Response | None) -> PageLinks | None:
         """The subscription document's links, or None when it has not changed (304)."""
         headers = {}
         if self.state.validators.get("etag"):
@@ -898,7 +959,7 @@ class Harvester:
         if self.state.validators.get("last_modified"):
             headers["If-Modified-Since"] = self.state.validators["last_modified"]
         try:
-            response = self.client.fetch(url, headers=headers)
+            response = first or self.client.fetch(url, headers=headers)
         except FetchError as error:
             raise HarvestFailed(str(error)) from error
         if response.status == 304 and headers:
@@ -983,22 +1044,49 @@ class Harvester:
 
 def harvest(url: str, *, state_path: str | os.PathLike | None = None,
             limits: Limits | None = None, progress: Progress | None = None,
-            client: HttpClient | None = None,
-            warn: Callable[[str], None] | None = None) -> HarvestResult:
-    """Harvest `url` (a subscription document), updating the state file if one is given.
+            client: HttpClient | None = None, warn: Callable[[str], None] | None = None,
+            format: str | None = None, snapshot: str | None = None,
+            start: str = "auto") -> HarvestResult:
+    """Harvest the feed at `url`, updating the state file if one is given.
 
-    Raises HarvestFailed when the subscription document cannot be read, StateError when
-    the state file cannot be used; every other problem is a warning in the result. The
-    result's records are read from the state (a temporary one without `state_path`) as
-    they are iterated.
+    `url` is an Atom subscription document or a linked-pages entry point (see
+    archives/linkedconsumer.py, which also explains `snapshot` and `start`). The
+    format is the state file's, else `format`, else told by the first answer's Content-Type.
+
+    Raises HarvestFailed when the feed cannot be read at all, StateError when the state file
+    cannot be used; every other problem is a warning in the result. The result's records are
+    read from the state (a temporary one without `state_path`) as they are iterated.
     """
-    state = HarvestState.load(state_path)
+    if format not in (None, ATOM, LINKED_PAGES):
+        raise ValueError(f"unknown format {format!r}")
+    db = open_state(state_path)
     try:
-        result = Harvester(state=state, client=client or HttpClient(limits),
-                           progress=progress, warn=warn).run(url)
+        client = client or HttpClient(limits)
+        meter, stored, first = Meter.start(client), state_format(db), None
+        if stored is not None and format not in (None, stored):
+            raise StateError(f"the state file is for a feed in the {stored} format, "
+                             f"not {format}")
+        kind = stored or format
+        if kind is None:  # one GET tells; the harvester goes on with its answer
+            try:
+                first = client.fetch(url)
+            except FetchError as error:
+                raise HarvestFailed(str(error)) from error
+            kind = LINKED_PAGES if is_multipart(first) else ATOM
+        if kind == LINKED_PAGES:
+            from . import linkedconsumer  # built on this module: imported when needed
+
+            state = linkedconsumer.LinkedState(db)
+            result = linkedconsumer.LinkedHarvester(
+                state=state, client=client, progress=progress, warn=warn,
+            ).run(url, first=first, meter=meter, snapshot=snapshot, start=start)
+        else:
+            state = HarvestState(db)
+            result = Harvester(state=state, client=client, progress=progress,
+                               warn=warn).run(url, first=first, meter=meter)
         state.save()
     except BaseException:
-        state.close()
+        db.close()
         raise
     return result
 

@@ -1,4 +1,5 @@
-"""Harvest an RFC 5005 archived feed (any server) into its live records."""
+"""Harvest an RFC 5005 archived feed or a linked-pages feed (any server) into its live
+records."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from pathlib import Path
 from django.core.management.base import BaseCommand
 
 from archives.consumer import (
+    ATOM,
+    LINKED_PAGES,
     HarvestFailed,
     Limits,
     Progress,
@@ -16,15 +19,33 @@ from archives.consumer import (
     harvest,
     write_records,
 )
+from archives.linkedconsumer import AUTO, FROM_PAGE_1, FROM_SNAPSHOT
 
 
 class Command(BaseCommand):
-    help = ("Rebuild the live records of an archived Atom feed (RFC 5005, Atom-PMH). "
-            "Exit status: 0 complete, 1 incomplete (a page was missing or unreadable), "
-            "2 could not run.")
+    help = ("Rebuild the live records of an archived Atom feed (RFC 5005, Atom-PMH) or of a "
+            "linked-pages feed. Exit status: 0 complete, 1 incomplete (a page was missing or "
+            "unreadable), 2 could not run.")
 
     def add_arguments(self, parser):
-        parser.add_argument("url", help="the feed's subscription document")
+        parser.add_argument("url", help="the feed: an Atom subscription document, or a "
+                                        "linked-pages entry point (feedpub: <feed>/pages/latest)")
+        parser.add_argument("--format", choices=[ATOM, LINKED_PAGES],
+                            help="the feed's format (default: the state file's, else told by "
+                                 "the first answer's Content-Type)")
+        start = parser.add_mutually_exclusive_group()
+        start.add_argument("--from-snapshot", dest="start", action="store_const",
+                           const=FROM_SNAPSHOT, default=AUTO,
+                           help="linked pages, first run: start from the newest snapshot, "
+                                "and fail if there is none (default: from it if there is one, "
+                                "else from the oldest page); feedpub's is found next to the "
+                                "pages, another server's is named with --snapshot")
+        start.add_argument("--from-page-1", dest="start", action="store_const",
+                           const=FROM_PAGE_1,
+                           help="linked pages, first run: apply the whole feed from its "
+                                "oldest page")
+        start.add_argument("--snapshot", metavar="URL",
+                           help="linked pages, first run: start from this snapshot index")
         parser.add_argument("--state", help="state file (SQLite): makes the next run incremental")
         parser.add_argument("--output", "-o", default="-",
                             help="where to write the live records: a .jsonl file (JSON lines), "
@@ -41,14 +62,15 @@ class Command(BaseCommand):
                             help="print the summary as JSON (on stderr)")
         parser.add_argument("--no-progress", action="store_true")
 
-    def handle(self, *args, url, state, output, max_requests, max_bytes, timeout, deadline,
-               summary_json, no_progress, **options):
+    def handle(self, *args, url, format, start, snapshot, state, output, max_requests,
+               max_bytes, timeout, deadline, summary_json, no_progress, **options):
         limits = Limits(max_requests=max_requests, max_bytes=max_bytes, timeout=timeout,
                         deadline=deadline)
         progress = None if no_progress else Progress(self.stderr._out)
         try:
             result = harvest(url, state_path=state, limits=limits, progress=progress,
-                             warn=lambda message: self.stderr.write(f"warning: {message}"))
+                             warn=lambda message: self.stderr.write(f"warning: {message}"),
+                             format=format, snapshot=snapshot, start=start)
         except (HarvestFailed, StateError) as error:
             self.stderr.write(f"harvest failed: {error}")
             sys.exit(2)

@@ -1,0 +1,750 @@
+"""A harvesting client for linked-pages feeds (datareplication's format,
+specs/linked-pages-feed.txt), usable against any server.
+
+A linked-pages feed is a doubly-linked list of pages (`Link` headers self/prev/next), each a
+multipart body of entities with `Content-ID`, `Operation-Type` and `Last-Modified` headers.
+The harvester follows the format's consumer algorithm:
+
+- Start from the newest snapshot (pages of PUT entities: every live record as of the
+  index's `createdAt`) or from the oldest page.
+- Find where the feed goes on: crawl back along `prev` from the entry point (HEAD requests)
+  to a page older than the snapshot, then walk forward along `next`, skipping the entities
+  older than it. Entities of the snapshot's own second are applied again (Last-Modified has
+  whole seconds): at least once, and harmless, since applying a tail of the log again, in
+  order, ends in the same state.
+- With a Content-ID to resume after, the walk starts at the first entity after it: exactly
+  once. feedpub's snapshot index names one ("feed": "resumePage", "resumeAfterContentId");
+  such extras are hints, used when present.
+- Remember the last page, its ETag and the last entity's Content-ID and Last-Modified, so
+  that the next run starts there: one conditional request when nothing changed. Should that
+  page be gone, the run crawls back to it by the remembered Last-Modified.
+
+A PUT sets the record at the entity's `Content-Location` to its body, a DELETE removes it,
+a PATCH with a JSON body is applied as a JSON Merge Patch (RFC 7396). Each Content-ID is
+applied at most once a run. Bodies are parsed by the standard library's email parser.
+
+Memory stays flat: one page is in memory at a time; records and state live in SQLite
+(consumer.open_state). Nothing here depends on feedpub's models: only `snapshot_url_for`
+knows feedpub's URL layout, to find a snapshot when none is named.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import sqlite3
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from email.message import EmailMessage
+from email.parser import BytesParser
+from email.policy import HTTP, EmailPolicy
+from email.utils import parsedate_to_datetime
+from functools import lru_cache
+from typing import Any
+from urllib.parse import urljoin, urlsplit, urlunsplit
+
+from .consumer import (
+    LINKED_PAGES,
+    MISSING_STATUSES,
+    STATE_VERSION,
+    FetchError,
+    HarvestFailed,
+    HarvestResult,
+    HttpClient,
+    LiveRecords,
+    Meter,
+    Progress,
+    Response,
+    StateError,
+    Summary,
+    parse_link_header,
+    parse_timestamp,
+    read_meta,
+    timestamp_text,
+)
+
+ACCEPT_PAGES = "multipart/mixed, */*;q=0.1"
+ACCEPT_INDEX = "application/json, */*;q=0.1"
+OPERATIONS = ("PUT", "DELETE", "PATCH")
+# Where a first run starts: the newest snapshot if one is found (else the oldest page), a
+# snapshot or nothing, the oldest page.
+AUTO, FROM_SNAPSHOT, FROM_PAGE_1 = "auto", "snapshot", "page-1"
+
+
+# Pages ---------------------------------------------------------------------------------
+
+class PageError(Exception):
+    """A body that is not a well-formed multipart page."""
+
+
+class _HTTPPolicy(EmailPolicy):
+    """policy.HTTP, with each distinct header value parsed once: the parser asks for every
+    part's Content-Type several times, and parsing it anew took 9/10 of a page's time."""
+
+    def header_fetch_parse(self, name: str, value: str):
+        return _parsed_header(name, value)
+
+
+@lru_cache(maxsize=1024)
+def _parsed_header(name: str, value: str):
+    return HTTP.header_fetch_parse(name, value)
+
+
+_POLICY = _HTTPPolicy(**{name: getattr(HTTP, name) for name in (
+    "linesep", "max_line_length", "raise_on_defect", "utf8")})
+
+
+@dataclass(frozen=True)
+class Entity:
+    """One body part: its headers as sent, and its body."""
+
+    headers: tuple[tuple[str, str], ...]
+    body: bytes
+
+    def header(self, name: str) -> str | None:
+        name = name.lower()
+        return next((value.strip() for key, value in self.headers if key.lower() == name),
+                    None)
+
+    @property
+    def content_id(self) -> str | None:
+        return self.header("Content-ID") or None
+
+    @property
+    def operation(self) -> str | None:
+        """PUT, DELETE or PATCH ("http-equiv=PUT" or plain "PUT"); None if missing or other."""
+        value = (self.header("Operation-Type") or "").upper()
+        value = value.removeprefix("HTTP-EQUIV=").strip()
+        return value if value in OPERATIONS else None
+
+    @property
+    def last_modified(self) -> datetime | None:
+        return http_date(self.header("Last-Modified"))
+
+    @property
+    def location(self) -> str | None:
+        return self.header("Content-Location") or None
+
+    @property
+    def content_type(self) -> str:
+        """The media type, lowercase; text/plain when none is given (RFC 2046 5.1)."""
+        value = self.header("Content-Type") or "text/plain"
+        return value.split(";")[0].strip().lower()
+
+
+@dataclass
+class Page:
+    url: str  # where it was retrieved from, after redirects
+    links: dict[str, str]  # rel -> the first href of that rel in the Link headers
+    last_modified: datetime | None
+    etag: str | None
+    entities: list[Entity]
+
+    @property
+    def next(self) -> str | None:
+        return self.links.get("next")
+
+    @property
+    def prev(self) -> str | None:
+        return self.links.get("prev")
+
+
+def http_date(text: str | None) -> datetime | None:
+    """An HTTP date (Last-Modified) as an aware UTC datetime; None if missing or invalid."""
+    try:
+        moment = parsedate_to_datetime(text or "")
+    except (TypeError, ValueError, IndexError):
+        return None
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def link_map(response: Response) -> dict[str, str]:
+    """rel -> href (absolute, the first of each rel) of all of a response's Link headers."""
+    links: dict[str, str] = {}
+    for rel, href in parse_link_header(", ".join(response.headers.get_all("Link") or []),
+                                       response.url):
+        links.setdefault(rel, href)
+    return links
+
+
+def _links_or_none(response: Response) -> dict[str, str]:
+    try:
+        return link_map(response)
+    except ValueError:  # a link that is not a URL
+        return {}
+
+
+def parse_entities(body: bytes, content_type: str) -> list[Entity]:
+    """The entities of a multipart body, by the standard library's email parser (CRLF or LF
+    line ends). An empty body or a lone close-delimiter holds none."""
+    if not content_type.strip().lower().startswith("multipart/"):
+        raise PageError(f"Content-Type is {content_type or 'missing'}, not multipart/*")
+    head = f"Content-Type: {content_type}\r\n\r\n".encode("latin-1", "replace")
+    message = BytesParser(policy=_POLICY).parsebytes(head + body)
+    boundary = message.get_boundary()
+    if boundary is None:
+        raise PageError("the multipart Content-Type has no boundary")
+    if body.strip() in (b"", b"--" + boundary.encode("latin-1", "replace") + b"--"):
+        return []
+    defects = list(message.defects)
+    if message.is_multipart():
+        defects += [defect for part in message.iter_parts() for defect in part.defects]
+    if defects or not message.is_multipart():
+        names = ", ".join(sorted({type(defect).__name__ for defect in defects}))
+        raise PageError(f"not a well-formed multipart body ({names or 'no parts'})")
+    return [_entity(part) for part in message.iter_parts()]
+
+
+def _entity(part: EmailMessage) -> Entity:
+    body = b"" if part.is_multipart() else part.get_payload(decode=True)
+    # Headers as sent (raw_items), not as parsed: HTTP headers know no RFC 2047 words.
+    return Entity(tuple(part.raw_items()), body or b"")
+
+
+def parse_page(response: Response) -> Page:
+    """Raises PageError for a body that is not a multipart page."""
+    try:
+        entities = parse_entities(response.body, response.header("Content-Type") or "")
+    except ValueError as error:  # e.g. a link that is not a URL
+        raise PageError(str(error)) from error
+    return Page(response.url, link_map(response),
+                http_date(response.header("Last-Modified")), response.etag, entities)
+
+
+# Snapshots -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SnapshotIndex:
+    url: str
+    id: str
+    created: datetime
+    pages: list[str]
+    # feedpub's hints: where the feed goes on after the snapshot (optional)
+    resume_page: str | None
+    resume_after: str | None
+
+
+def parse_index(response: Response) -> SnapshotIndex:
+    """A snapshot index (datareplication's index.schema.json: id, createdAt, pages)."""
+    try:
+        index = json.loads(response.body)
+    except ValueError as error:
+        raise PageError(f"the snapshot index is not JSON ({error})") from None
+    if not isinstance(index, dict):
+        raise PageError("the snapshot index is not a JSON object")
+    created = parse_timestamp(index.get("createdAt") if isinstance(index.get("createdAt"), str)
+                              else None)
+    pages = index.get("pages")
+    if created is None or not isinstance(pages, list) or "id" not in index \
+            or not all(isinstance(page, str) for page in pages):
+        raise PageError("the snapshot index lacks id, a createdAt date-time or its pages")
+    hints = index.get("feed") if isinstance(index.get("feed"), dict) else {}
+    resume_page, resume_after = hints.get("resumePage"), hints.get("resumeAfterContentId")
+    return SnapshotIndex(
+        url=response.url, id=str(index["id"]), created=created,
+        pages=[urljoin(response.url, page) for page in pages],
+        resume_page=urljoin(response.url, resume_page) if isinstance(resume_page, str) else None,
+        resume_after=resume_after if isinstance(resume_after, str) else None,
+    )
+
+
+_FEEDPUB_PAGES = re.compile(r"/pages/(?:latest|\d+)$")
+
+
+def snapshot_url_for(url: str) -> str | None:
+    """The newest snapshot of a feed laid out as feedpub's: pages at <feed>/pages/<n> and
+    <feed>/pages/latest, snapshots at <feed>/snapshots/latest. None for other URLs."""
+    parts = urlsplit(url)
+    if not _FEEDPUB_PAGES.search(parts.path):
+        return None
+    path = _FEEDPUB_PAGES.sub("/snapshots/latest", parts.path)
+    return urlunsplit(parts._replace(path=path, query="", fragment=""))
+
+
+# Records and state ---------------------------------------------------------------------
+
+class LinkedRecords:
+    """The live records by Content-Location, in SQLite: a DELETE removes its row (entities
+    are applied in the feed's order, so no tombstone is needed)."""
+
+    def __init__(self, db: sqlite3.Connection):
+        self.db = db
+        db.execute("CREATE TABLE IF NOT EXISTS linked_records (location TEXT PRIMARY KEY, "
+                   "updated TEXT NOT NULL, content_id TEXT, source TEXT NOT NULL, "
+                   "content TEXT NOT NULL)")
+        # live(): oldest update first, read in index order.
+        db.execute("CREATE INDEX IF NOT EXISTS linked_records_updated "
+                   "ON linked_records (updated, location)")
+
+    def content(self, location: str) -> dict[str, Any] | None:
+        row = self.db.execute("SELECT content FROM linked_records WHERE location = ?",
+                              (location,)).fetchone()
+        return None if row is None else json.loads(row[0])
+
+    def put(self, location: str, *, updated: str, content_id: str | None, source: str,
+            content: dict[str, Any]) -> bool:
+        """Set a record; whether its content changed."""
+        changed = self.content(location) != content
+        self.db.execute("INSERT OR REPLACE INTO linked_records VALUES (?, ?, ?, ?, ?)",
+                        (location, updated, content_id, source, json.dumps(content)))
+        return changed
+
+    def delete(self, location: str) -> bool:
+        """Remove a record; whether there was one."""
+        return self.db.execute("DELETE FROM linked_records WHERE location = ?",
+                               (location,)).rowcount > 0
+
+    def live(self) -> Iterator[dict[str, Any]]:
+        for location, updated, content_id, source, content in self.db.execute(
+                "SELECT location, updated, content_id, source, content FROM linked_records "
+                "ORDER BY updated, location"):
+            yield {"id": location, "updated": updated, "content_id": content_id,
+                   "source": source, **json.loads(content)}
+
+    def count_live(self) -> int:
+        return self.db.execute("SELECT count(*) FROM linked_records").fetchone()[0]
+
+
+@dataclass
+class Resume:
+    """Where the feed goes on. `page` (None: found by crawling back from the entry point to
+    the newest page older than `since`, or to the oldest page), skipping its entities up to
+    and including the Content-ID `after`, or without one those older than `since`."""
+
+    page: str | None = None
+    etag: str | None = None  # of `page` when last read: unchanged, nothing new there
+    next: str | None = None  # `page`'s next link when last read
+    after: str | None = None
+    since: str | None = None  # an RFC 3339 timestamp (whole seconds)
+
+    @property
+    def since_time(self) -> datetime | None:
+        return parse_timestamp(self.since)
+
+
+class LinkedState:
+    """What a linked-pages harvester keeps between runs, in a state file like the Atom
+    harvester's (consumer.open_state): the entry point, where to resume, the records."""
+
+    def __init__(self, db: sqlite3.Connection):
+        self.db = db
+        meta = read_meta(db, kind=LINKED_PAGES)
+        self.records = LinkedRecords(db)
+        self.entry: str | None = meta.get("entry") or None
+        self.snapshot: str | None = meta.get("snapshot") or None  # the one started from
+        try:
+            self.resume = Resume(**json.loads(meta["resume"])) if meta.get("resume") else None
+        except (TypeError, ValueError) as error:
+            raise StateError(f"cannot read the state file's resume point: {error}") from error
+        # The Content-IDs applied in this run: each at most once.
+        db.execute("CREATE TEMP TABLE IF NOT EXISTS linked_applied (id TEXT PRIMARY KEY)")
+        db.execute("DELETE FROM linked_applied")
+
+    def first_time(self, content_id: str) -> bool:
+        return self.db.execute("INSERT OR IGNORE INTO linked_applied VALUES (?)",
+                               (content_id,)).rowcount > 0
+
+    def save(self) -> None:
+        """Commit the run (and release the file)."""
+        meta = {"version": str(STATE_VERSION), "format": LINKED_PAGES, "entry": self.entry or "",
+                "snapshot": self.snapshot or "",
+                "resume": json.dumps(asdict(self.resume)) if self.resume else ""}
+        self.db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", meta.items())
+        self.db.execute("COMMIT")
+
+    def close(self) -> None:
+        self.db.close()
+
+
+# The harvester -------------------------------------------------------------------------
+
+class Skip:
+    """Which entities at the start of a walk were applied already (by the snapshot or an
+    earlier run): those up to and including the Content-ID `after`, else those older than
+    `since`. Once one entity is applied, every later one is."""
+
+    def __init__(self, resume: Resume, warn: Callable[[str], None]):
+        self.after, self.since = resume.after, resume.since_time
+        self.warn = warn
+        self.done = self.after is None and self.since is None
+
+    def applies(self, entity: Entity, page: str) -> bool:
+        if self.done:
+            return True
+        modified = entity.last_modified
+        if self.after is not None:
+            if entity.content_id == self.after:
+                self.done = True
+                return False
+            if self.since is None or modified is None or modified <= self.since:
+                return False  # still before it
+            self._lost(page)
+        if self.since is not None and modified is not None and modified < self.since:
+            return False
+        self.done = True
+        return True
+
+    def page_ended(self, page: str) -> None:
+        """Without a date to bound the search, `after` must be on the first page."""
+        if not self.done and self.after is not None and self.since is None:
+            self._lost(page)
+            self.done = True
+
+    def _lost(self, page: str) -> None:
+        self.warn(f"{page}: the entity {self.after} to resume after is not where it was; "
+                  "resuming by Last-Modified instead (entities of that second may be "
+                  "applied twice)")
+        self.after = None
+
+
+# Per-entity problems, counted a page and reported once: a feed without Content-IDs would
+# otherwise print a warning per entity. True: the record is not as the feed says.
+PROBLEMS = {
+    "no-location": ("entities without a Content-Location, not applied", True),
+    "operation": ("entities without an Operation-Type of PUT, DELETE or PATCH, not applied",
+                  True),
+    "body": ("entities whose body is not the JSON their Content-Type says, not applied", True),
+    "patch": ("PATCH entities without a JSON body or a JSON record to patch, not applied",
+              True),
+    "snapshot-operation": ("snapshot entities that are not PUTs, not applied", True),
+    "no-content-id": ("entities without a Content-ID (applied; resuming after them is at "
+                      "least once)", False),
+    "repeated": ("entities repeating a Content-ID applied earlier in this run, not applied "
+                 "again", False),
+    "no-last-modified": ("entities without a valid Last-Modified", False),
+    "older": ("entities older than the one before them (Last-Modified goes back)", False),
+}
+
+
+class LinkedHarvester:
+    """One run: load a snapshot (first run), then walk the feed forward from where the last
+    run or the snapshot ended, applying each entity once, in order."""
+
+    def __init__(self, *, state: LinkedState, client: HttpClient | None = None,
+                 progress: Progress | None = None, warn: Callable[[str], None] | None = None):
+        self.state = state
+        self.client = client or HttpClient()
+        self.progress = progress
+        self.warnings: list[str] = []
+        self._warn_hook = warn
+        self.summary = Summary()
+        self._prefetched: dict[str, Response] = {}
+        self._newest: datetime | None = None  # the Last-Modified of the last entity read
+
+    def run(self, url: str, *, first: Response | None = None, meter: Meter | None = None,
+            snapshot: str | None = None, start: str = AUTO) -> HarvestResult:
+        """Harvest from `url`, the feed's entry point (typically its newest page). A first
+        run starts from the snapshot index at `snapshot`, else the one `snapshot_url_for`
+        finds (required with FROM_SNAPSHOT, used if found with AUTO), or with FROM_PAGE_1
+        from the oldest page; later runs go on from where the previous one ended.
+        `first`: the entry point's answer to a GET already made."""
+        meter = meter or Meter.start(self.client)
+        if self.state.entry not in (None, url):
+            raise StateError(f"the state file is for {self.state.entry}, not {url}")
+        self.state.entry = url
+        if first is not None:
+            self._prefetched = {url: first, first.url: first}
+        if self.state.resume is None:
+            self.state.resume = self._start(url, snapshot, start)
+        self._walk(url, self.state.resume)
+        if self.progress:
+            self.progress.close()
+        meter.fill(self.summary, self.client)
+        if not self.summary.complete:
+            self._warn("the reconstruction is incomplete: see the warnings above; the next "
+                       "run goes on from the last page read in full")
+        self.summary.live_records = self.state.records.count_live()
+        return HarvestResult(LiveRecords(self.state.records), self.summary, self.warnings)
+
+    # Where to start ---------------------------------------------------------------------
+
+    def _start(self, url: str, snapshot: str | None, start: str) -> Resume:
+        """Load the snapshot (if any) and say where the feed goes on after it."""
+        if start == FROM_PAGE_1:
+            return Resume()
+        required = snapshot is not None or start == FROM_SNAPSHOT
+        snapshot = snapshot or snapshot_url_for(url)
+        if snapshot is None and required:
+            raise HarvestFailed(f"no snapshot of {url} is known: name its index")
+        index = self._snapshot_index(snapshot, required=required) if snapshot else None
+        if index is None:
+            return Resume()
+        for page_url in index.pages:
+            self._load_snapshot_page(page_url)
+        self.state.snapshot = index.url
+        since = timestamp_text(index.created.replace(microsecond=0))
+        if index.resume_page is not None:  # the server says where: exactly once
+            return Resume(page=index.resume_page, after=index.resume_after,
+                          since=since if index.resume_after else None)
+        return Resume(since=since)
+
+    def _snapshot_index(self, url: str, *, required: bool) -> SnapshotIndex | None:
+        """The index at `url`; None when there is none and none is required."""
+        response = self._must_get(url, accept=ACCEPT_INDEX)
+        if response.status in MISSING_STATUSES and not required:
+            return None  # no snapshot yet: start from the oldest page
+        if response.status != 200:
+            raise HarvestFailed(f"the snapshot index {url} answered HTTP {response.status}")
+        self.summary.pages_fetched += 1
+        try:
+            return parse_index(response)
+        except PageError as error:
+            raise HarvestFailed(f"{url}: {error}") from error
+
+    def _load_snapshot_page(self, url: str) -> None:
+        """Apply a snapshot page's PUTs. A snapshot is all or nothing: a page that cannot be
+        read fails the run (and its transaction), so that the next run starts afresh."""
+        response = self._must_get(url, accept=ACCEPT_PAGES)
+        if response.status != 200:
+            raise HarvestFailed(f"the snapshot page {url} answered HTTP {response.status}")
+        try:
+            page = parse_page(response)
+        except PageError as error:
+            raise HarvestFailed(f"the snapshot page {url}: {error}") from error
+        self.summary.pages_fetched += 1
+        problems: Counter[str] = Counter()
+        for entity in page.entities:
+            if entity.operation not in (None, "PUT"):
+                problems["snapshot-operation"] += 1
+            else:
+                self._put(entity, url, problems)
+        self._report(url, problems)
+
+    # The walk ---------------------------------------------------------------------------
+
+    def _walk(self, entry: str, resume: Resume) -> None:
+        """Apply the feed from `resume` to its newest page, remembering how far it got."""
+        page, skip = self._resume_page(entry, resume)
+        seen: set[str] = set()
+        while page is not None:
+            if page.url in seen:
+                self._warn(f"loop: {page.url} was reached twice in one walk; stopped there")
+                self.summary.complete = False
+                return
+            seen.add(page.url)
+            self._apply_page(page, skip)
+            if page.next is None:
+                return
+            page = self._page(page.next)
+
+    def _resume_page(self, entry: str, resume: Resume) -> tuple[Page | None, Skip]:
+        """The first page to read and what to skip of it: the remembered page if it changed
+        (its next page, whole, if it did not), else the page crawling back finds."""
+        skip = Skip(resume, self._warn)
+        if resume.page is not None:
+            response = self._get(resume.page, etag=resume.etag)
+            if response is None:
+                return None, skip
+            if response.status == 304:
+                self.summary.not_modified += 1
+                # A 304 repeats the Link header (our ETag may not cover a new next link).
+                following = _links_or_none(response).get("next") or resume.next
+                return (self._page(following) if following else None), Skip(Resume(), self._warn)
+            if response.status not in MISSING_STATUSES:
+                return self._read(resume.page, response), skip
+            if resume.after is None and resume.since is None:
+                return None, skip  # a page the feed has not reached yet (an empty feed's)
+            self._warn(f"{resume.page} answered HTTP {response.status}; finding the way on "
+                       f"from {entry} by Last-Modified")
+        start = self._crawl_back(entry, resume.since_time)
+        return (self._page(start) if start else None), skip
+
+    def _crawl_back(self, entry: str, since: datetime | None) -> str | None:
+        """The newest page older than `since` (None: the oldest page), reached along `prev`
+        from the entry point with HEAD requests; None (warned) when the way is broken."""
+        url, seen = entry, set()
+        while True:
+            response = self._get(url, method="HEAD")
+            if response is None:
+                return None
+            if response.status != 200:
+                self._unreadable(f"{url} answered HTTP {response.status}")
+                return None
+            if response.url in seen:
+                self._warn(f"loop: {response.url} was reached twice crawling back; stopped")
+                self.summary.complete = False
+                return None
+            seen.add(response.url)
+            try:
+                prev = link_map(response).get("prev")
+            except ValueError as error:
+                self._unreadable(f"{url}: {error}")
+                return None
+            modified = http_date(response.header("Last-Modified"))
+            if prev is None or (since and modified and modified < since):
+                return response.url
+            url = prev
+
+    def _apply_page(self, page: Page, skip: Skip) -> None:
+        problems: Counter[str] = Counter()
+        last = None
+        for entity in page.entities:
+            self._check_order(entity, problems)
+            if skip.applies(entity, page.url):
+                self._apply(entity, page.url, problems)
+            last = entity
+        skip.page_ended(page.url)
+        self._report(page.url, problems)
+        resume = self.state.resume
+        if last is not None:  # else (an empty page) it ends where it did
+            resume.after = last.content_id
+            modified = last.last_modified
+            resume.since = timestamp_text(modified) if modified else resume.since
+        resume.page, resume.etag, resume.next = page.url, page.etag, page.next
+        if self.progress:
+            self.progress.update(self.summary.pages_fetched, self.client.bytes_received,
+                                 page.url)
+
+    def _check_order(self, entity: Entity, problems: Counter[str]) -> None:
+        modified = entity.last_modified
+        if modified is None:
+            problems["no-last-modified"] += 1
+            return
+        if self._newest is not None and modified < self._newest:
+            problems["older"] += 1
+        self._newest = modified
+
+    def _apply(self, entity: Entity, source: str, problems: Counter[str]) -> None:
+        content_id = entity.content_id
+        if content_id is None:
+            problems["no-content-id"] += 1
+        elif not self.state.first_time(content_id):
+            problems["repeated"] += 1
+            return
+        operation = entity.operation
+        if operation is None:
+            problems["operation"] += 1
+        elif entity.location is None:
+            problems["no-location"] += 1
+        elif operation == "DELETE":
+            self.summary.entries_applied += 1
+            self.summary.deletions += 1
+            self.summary.records_changed += self.state.records.delete(entity.location)
+        elif operation == "PATCH":
+            self._patch(entity, source, problems)
+        else:
+            self._put(entity, source, problems)
+
+    def _put(self, entity: Entity, source: str, problems: Counter[str]) -> None:
+        if entity.location is None:
+            problems["no-location"] += 1
+            return
+        content = body_content(entity)
+        if content is None:
+            problems["body"] += 1
+            return
+        self._store(entity, source, content)
+
+    def _patch(self, entity: Entity, source: str, problems: Counter[str]) -> None:
+        patch = body_content(entity)
+        current = self.state.records.content(entity.location) or {"record": {}}
+        if patch is None or "record" not in patch or "record" not in current:
+            problems["patch"] += 1
+            return
+        self._store(entity, source, {"record": merge_patch(current["record"],
+                                                           patch["record"])})
+
+    def _store(self, entity: Entity, source: str, content: dict[str, Any]) -> None:
+        self.summary.entries_applied += 1
+        self.summary.records_changed += self.state.records.put(
+            entity.location, updated=timestamp_text(entity.last_modified) or "",
+            content_id=entity.content_id, source=source, content=content)
+
+    def _report(self, url: str, problems: Counter[str]) -> None:
+        for code, count in problems.items():
+            message, incomplete = PROBLEMS[code]
+            self._warn(f"{url}: {message}: {count}")
+            if incomplete:
+                self.summary.complete = False
+
+    # HTTP -------------------------------------------------------------------------------
+
+    def _get(self, url: str, *, method: str = "GET", etag: str | None = None) -> Response | None:
+        """The answer to a request, or None (warned) when there is none."""
+        if etag is None and url in self._prefetched:  # a GET's answer serves a HEAD too
+            response = self._prefetched[url]
+            if method == "GET":
+                self._prefetched.clear()
+            return response
+        headers = {"Accept": ACCEPT_PAGES}
+        if etag:
+            headers["If-None-Match"] = etag
+        try:
+            return self.client.fetch(url, method=method, headers=headers)
+        except FetchError as error:
+            self._unreadable(str(error))
+            return None
+
+    def _must_get(self, url: str, *, accept: str) -> Response:
+        try:
+            return self.client.fetch(url, headers={"Accept": accept})
+        except FetchError as error:
+            raise HarvestFailed(str(error)) from error
+
+    def _page(self, url: str) -> Page | None:
+        response = self._get(url)
+        return None if response is None else self._read(url, response)
+
+    def _read(self, url: str, response: Response) -> Page | None:
+        if response.status != 200:
+            self._unreadable(f"{url} answered HTTP {response.status}")
+            return None
+        try:
+            page = parse_page(response)
+        except PageError as error:
+            self._unreadable(f"{url}: {error}")
+            return None
+        self.summary.pages_fetched += 1
+        return page
+
+    def _unreadable(self, message: str) -> None:
+        self._warn(f"unreadable page: {message}")
+        self.summary.complete = False
+
+    def _warn(self, message: str) -> None:
+        self.warnings.append(message)
+        if self._warn_hook:
+            self._warn_hook(message)
+
+
+# Bodies --------------------------------------------------------------------------------
+
+def body_content(entity: Entity) -> dict[str, Any] | None:
+    """What a record holds of an entity's body: "record" (JSON), "text" or "base64", with
+    the media type of the latter two; None for a JSON type whose body is not JSON."""
+    media_type = entity.content_type
+    if media_type == "application/json" or media_type.endswith("+json"):
+        try:
+            return {"record": json.loads(entity.body)}
+        except ValueError:
+            return None
+    if media_type.startswith("text/"):
+        charset = _charset(entity.header("Content-Type") or "")
+        return {"content_type": media_type, "text": entity.body.decode(charset, "replace")}
+    return {"content_type": media_type, "base64": base64.b64encode(entity.body).decode()}
+
+
+def _charset(content_type: str) -> str:
+    match = re.search(r";\s*charset=\"?([\w.:-]+)", content_type, re.IGNORECASE)
+    name = match.group(1) if match else "utf-8"
+    try:
+        "".encode(name)
+    except LookupError:
+        return "utf-8"
+    return name
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7396 JSON Merge Patch."""
+    if not isinstance(patch, dict):
+        return patch
+    result = dict(target) if isinstance(target, dict) else {}
+    for name, value in patch.items():
+        if value is None:
+            result.pop(name, None)
+        else:
+            result[name] = merge_patch(result.get(name), value)
+    return result
