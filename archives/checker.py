@@ -4,7 +4,8 @@
 and forward along every `next-archive` it meets, and returns one Problem per violation,
 each naming the URL it concerns. With a state file it also remembers a hash of every
 archive page, so a later run can tell when a published page changed other than by gaining
-its `next-archive` link. Like the harvester it works against any server.
+its `next-archive` link. Like the harvester it works against any server. A linked-pages
+feed (told by its multipart Content-Type) is checked by archives/linkedchecker.py.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from typing import Any
 from lxml import etree, isoschematron
 
 from .consumer import (
+    ATOM,
+    LINKED_PAGES,
     A,
     AtomDocument,
     DocumentError,
@@ -33,6 +36,7 @@ from .consumer import (
     Reconstruction,
     Response,
     RunLimitReached,
+    is_multipart,
     parse_document,
     parse_link_header,
     timestamp_text,
@@ -85,30 +89,85 @@ def _validators() -> tuple[etree.RelaxNG, isoschematron.Schematron]:
     return relaxng, schematron
 
 
-class Checker:
+class HttpChecks:
+    """What every checker does: collect problems, check a document's HTTP (HEAD agrees with
+    GET, If-None-Match answers 304), and say how far it got."""
+
+    def __init__(self, *, client: HttpClient | None = None):
+        self.client = client or HttpClient(Limits())
+        self.problems: set[Problem] = set()
+        self.complete = True
+        self.notes: list[str] = []
+        self.started = time.monotonic()
+
+    def _problem(self, url: str, code: str, message: str) -> None:
+        self.problems.add(Problem(url, code, message))
+
+    def _stopped(self, error: RunLimitReached) -> None:
+        """Out of requests or time: no problem of the feed, but the walk did not finish."""
+        self.complete = False
+        self.notes.append(f"stopped early: {error}")
+
+    def _result(self, documents: int) -> CheckResult:
+        return CheckResult(sorted(self.problems), documents, self.client.requests,
+                           self.client.bytes_received, round(time.monotonic() - self.started, 3),
+                           self.complete, self.notes)
+
+    def _check_revalidation(self, url: str, header: str, value: str | None) -> None:
+        if not value:
+            return
+        try:
+            answer = self.client.fetch(url, headers={header: value})
+        except RunLimitReached:
+            raise
+        except FetchError as error:
+            self._problem(url, "http.revalidation", f"{header}: {error}")
+            return
+        if answer.status != 304:
+            self._problem(url, "http.revalidation",
+                          f"{header}: {value} answered HTTP {answer.status}, not 304")
+
+    def _check_head(self, url: str, get: Response) -> None:
+        try:
+            head = self.client.fetch(url, method="HEAD")
+        except RunLimitReached:
+            raise
+        except FetchError as error:
+            self._problem(url, "http.head", str(error))
+            return
+        if head.status != get.status:
+            self._problem(url, "http.head", f"HEAD answered {head.status}, GET {get.status}")
+            return
+        for name in ("Content-Type", "ETag", "Last-Modified", "Cache-Control", "Link"):
+            if name == "Last-Modified" and None in (head.header(name), get.header(name)):
+                continue  # a SHOULD: a server may send none until a change settles
+            if head.header(name) != get.header(name):
+                self._problem(url, "http.head", f"HEAD says {name}: {head.header(name)!r}, "
+                                                f"GET says {get.header(name)!r}")
+        length = head.header("Content-Length")
+        encoded = get.header("Content-Encoding")
+        if length is not None and not encoded and length != str(len(get.body)):
+            self._problem(url, "http.head", f"HEAD says Content-Length: {length}, "
+                                            f"GET sent {len(get.body)} bytes")
+
+
+class Checker(HttpChecks):
     def __init__(self, *, client: HttpClient | None = None, state_path: str | None = None,
                  sample: int = 5, http_checks: bool = True, seed: int = 5005):
-        self.client = client or HttpClient(Limits())
+        super().__init__(client=client)
         self.state_path = state_path
         self.sample = sample
         self.http_checks = http_checks
         self.seed = seed
-        self.problems: set[Problem] = set()
         self.pages: dict[str, Page] = {}
         self.chain: list[str] = []  # the prev-archive walk, newest first
-        self.complete = True
-        self.notes: list[str] = []
 
     # The walk ------------------------------------------------------------------------
 
-    def run(self, url: str) -> CheckResult:
-        started = time.monotonic()
-        try:
-            response = self.client.fetch(url)
-        except FetchError as error:
-            raise CheckFailed(str(error)) from error
-        if response.status != 200:
-            raise CheckFailed(f"{url} answered HTTP {response.status}")
+    def run(self, url: str, first: Response | None = None) -> CheckResult:
+        """Check the feed whose subscription document is `url` (`first`: its answer to a
+        GET already made)."""
+        response = first or fetch_start(self.client, url)
         self._accept(url, response)
         try:
             self._walk_back(url)
@@ -116,12 +175,9 @@ class Checker:
             self._check_links_between_pages()
             self._check_alternates()
             self._check_immutability()
-        except RunLimitReached as error:  # out of requests or time: other errors are problems
-            self.complete = False
-            self.notes.append(f"stopped early: {error}")
-        return CheckResult(sorted(self.problems), len(self.pages), self.client.requests,
-                           self.client.bytes_received, round(time.monotonic() - started, 3),
-                           self.complete, self.notes)
+        except RunLimitReached as error:  # other errors are problems of the feed
+            self._stopped(error)
+        return self._result(len(self.pages))
 
     def _walk_back(self, url: str) -> None:
         self.chain = [url]
@@ -259,43 +315,6 @@ class Checker:
         if document is not None and response.header("Link"):
             self._check_link_header(url, response, document)
 
-    def _check_revalidation(self, url: str, header: str, value: str | None) -> None:
-        if not value:
-            return
-        try:
-            answer = self.client.fetch(url, headers={header: value})
-        except RunLimitReached:
-            raise
-        except FetchError as error:
-            self._problem(url, "http.revalidation", f"{header}: {error}")
-            return
-        if answer.status != 304:
-            self._problem(url, "http.revalidation",
-                          f"{header}: {value} answered HTTP {answer.status}, not 304")
-
-    def _check_head(self, url: str, get: Response) -> None:
-        try:
-            head = self.client.fetch(url, method="HEAD")
-        except RunLimitReached:
-            raise
-        except FetchError as error:
-            self._problem(url, "http.head", str(error))
-            return
-        if head.status != get.status:
-            self._problem(url, "http.head", f"HEAD answered {head.status}, GET {get.status}")
-            return
-        for name in ("Content-Type", "ETag", "Last-Modified", "Cache-Control", "Link"):
-            if name == "Last-Modified" and None in (head.header(name), get.header(name)):
-                continue  # one of them came before the date was settled: see above
-            if head.header(name) != get.header(name):
-                self._problem(url, "http.head", f"HEAD says {name}: {head.header(name)!r}, "
-                                                f"GET says {get.header(name)!r}")
-        length = head.header("Content-Length")
-        encoded = get.header("Content-Encoding")
-        if length is not None and not encoded and length != str(len(get.body)):
-            self._problem(url, "http.head", f"HEAD says Content-Length: {length}, "
-                                            f"GET sent {len(get.body)} bytes")
-
     def _check_link_header(self, url: str, response: Response, document: AtomDocument) -> None:
         in_header = {pair for pair in parse_link_header(response.header("Link"), response.url)
                      if pair[0] in NAVIGATION_RELS}
@@ -395,7 +414,7 @@ class Checker:
     def _check_immutability(self) -> None:
         if self.state_path is None:
             return
-        state = _load_state(self.state_path)
+        state = load_state(self.state_path, ATOM)
         for page in self.pages.values():
             if page.document is None or not page.document.is_archive:
                 continue
@@ -414,8 +433,6 @@ class Checker:
             state["pages"][page.url] = seen
         save_state(self.state_path, state)
 
-    def _problem(self, url: str, code: str, message: str) -> None:
-        self.problems.add(Problem(url, code, message))
 
 
 # Internal entities are expanded: C14N cannot write an entity reference, and what a page
@@ -444,17 +461,22 @@ def content_hash(body: bytes) -> str:
     return hashlib.sha256(canonical).hexdigest()
 
 
-def _load_state(path: str) -> dict[str, Any]:
+def load_state(path: str, kind: str) -> dict[str, Any]:
+    """A checkfeed state file of what was seen of a feed in format `kind` (files from before
+    linked pages say no format: they are Atom's)."""
     if not Path(path).exists():
-        return {"version": STATE_VERSION, "pages": {}}
+        return {"version": STATE_VERSION, "format": kind, "pages": {}}
     try:
         state = json.loads(Path(path).read_text(encoding="utf-8"))
         if (not isinstance(state, dict) or state.get("version") != STATE_VERSION
                 or not isinstance(state.get("pages"), dict)):
             raise ValueError("not a checkfeed state file")
-        return state
     except (OSError, ValueError) as error:
         raise CheckFailed(f"cannot read state file {path}: {error}") from error
+    if state.setdefault("format", ATOM) != kind:
+        raise CheckFailed(f"the state file {path} is for a feed in the {state['format']} "
+                          f"format, not {kind}")
+    return state
 
 
 def save_state(path: str, state: dict[str, Any]) -> None:
@@ -476,11 +498,36 @@ def _text(moment: datetime) -> str:
     return timestamp_text(moment) or "?"
 
 
+def fetch_start(client: HttpClient, url: str) -> Response:
+    """The answer of the URL a check starts from; CheckFailed if it is not a document."""
+    try:
+        response = client.fetch(url)
+    except FetchError as error:
+        raise CheckFailed(str(error)) from error
+    if response.status != 200:
+        raise CheckFailed(f"{url} answered HTTP {response.status}")
+    return response
+
+
 def check_feed(url: str, *, limits: Limits | None = None, state_path: str | None = None,
-               sample: int = 5, http_checks: bool = True) -> CheckResult:
-    """Check the feed at `url`; raises CheckFailed when it cannot even start."""
+               sample: int = 5, http_checks: bool = True,
+               format: str | None = None) -> CheckResult:
+    """Check the feed at `url`: an Atom subscription document, or a linked-pages entry point
+    (told by `format`, else by its Content-Type). Raises CheckFailed when it cannot even
+    start. `sample` is for Atom feeds (their alternate links)."""
+    if format not in (None, ATOM, LINKED_PAGES):
+        raise ValueError(f"unknown format {format!r}")
+    client = HttpClient(limits)
+    first = fetch_start(client, url)
+    kind = format or (LINKED_PAGES if is_multipart(first) else ATOM)
     if state_path is not None:
-        _load_state(state_path)  # fail before walking, not after
-    checker = Checker(client=HttpClient(limits), state_path=state_path, sample=sample,
+        load_state(state_path, kind)  # fail before walking, not after
+    if kind == LINKED_PAGES:
+        from . import linkedchecker  # built on this module: imported when needed
+
+        checker = linkedchecker.LinkedChecker(client=client, state_path=state_path,
+                                              http_checks=http_checks)
+        return checker.run(url, first)
+    checker = Checker(client=client, state_path=state_path, sample=sample,
                       http_checks=http_checks)
-    return checker.run(url)
+    return checker.run(url, first)

@@ -290,7 +290,11 @@ class HttpClient:
 
     def fetch(self, url: str, *, method: str = "GET", headers: dict[str, str] | None = None,
               max_bytes: int | None = None) -> Response:
-        if urlsplit(url).scheme not in ("http", "https"):
+        try:
+            scheme = urlsplit(url).scheme
+        except ValueError as error:  # e.g. "http://[oops": a link that is not a URL
+            raise FetchError(f"refusing to fetch {url!r}: not a URL ({error})") from None
+        if scheme not in ("http", "https"):
             raise FetchError(f"refusing to fetch {url!r}: only http and https URLs are followed")
         if self.requests >= self.limits.max_requests:
             raise RequestBudgetExceeded(

@@ -170,13 +170,6 @@ def link_map(response: Response) -> dict[str, str]:
     return links
 
 
-def _links_or_none(response: Response) -> dict[str, str]:
-    try:
-        return link_map(response)
-    except ValueError:  # a link that is not a URL
-        return {}
-
-
 def parse_entities(body: bytes, content_type: str) -> list[Entity]:
     """The entities of a multipart body, by the standard library's email parser (CRLF or LF
     line ends). An empty body or a lone close-delimiter holds none."""
@@ -206,10 +199,7 @@ def _entity(part: EmailMessage) -> Entity:
 
 def parse_page(response: Response) -> Page:
     """Raises PageError for a body that is not a multipart page."""
-    try:
-        entities = parse_entities(response.body, response.header("Content-Type") or "")
-    except ValueError as error:  # e.g. a link that is not a URL
-        raise PageError(str(error)) from error
+    entities = parse_entities(response.body, response.header("Content-Type") or "")
     return Page(response.url, link_map(response),
                 http_date(response.header("Last-Modified")), response.etag, entities)
 
@@ -541,7 +531,7 @@ class LinkedHarvester:
             if response.status == 304:
                 self.summary.not_modified += 1
                 # A 304 repeats the Link header (our ETag may not cover a new next link).
-                following = _links_or_none(response).get("next") or resume.next
+                following = link_map(response).get("next") or resume.next
                 return (self._page(following) if following else None), Skip(Resume(), self._warn)
             if response.status not in MISSING_STATUSES:
                 return self._read(resume.page, response), skip
@@ -568,11 +558,7 @@ class LinkedHarvester:
                 self.summary.complete = False
                 return None
             seen.add(response.url)
-            try:
-                prev = link_map(response).get("prev")
-            except ValueError as error:
-                self._unreadable(f"{url}: {error}")
-                return None
+            prev = link_map(response).get("prev")
             modified = http_date(response.header("Last-Modified"))
             if prev is None or (since and modified and modified < since):
                 return response.url

@@ -40,6 +40,7 @@ class Document:
     etag: str | bool | None = None  # computed from the body unless given; False: none
     conditional: bool = True  # False: never answers 304
     extra_headers: dict[str, str] = field(default_factory=dict)
+    head_headers: dict[str, str] = field(default_factory=dict)  # sent only to HEAD
     delay: float = 0.0  # seconds before answering (timeouts)
     trickle: float = 0.0  # seconds between bytes of the answer: never idle long enough for a
     trickle_body_only: bool = False  # read timeout to fire, yet never done
@@ -80,6 +81,8 @@ class FeedServer:
                     return
                 time.sleep(document.delay)
                 headers = document.headers()
+                if not send_body:
+                    headers.update(document.head_headers)
                 status, body = document.status, document.body
                 if document.conditional and status == 200 and self.not_modified(headers):
                     status, body = 304, b""

@@ -454,3 +454,12 @@ def test_merge_patch_follows_rfc_7396():
     assert merge_patch(target, {"a": "z", "c": {"f": None}}) == {"a": "z", "c": {"d": "e"}}
     assert merge_patch({"a": [1]}, {"a": [2]}) == {"a": [2]}
     assert merge_patch({"a": 1}, ["x"]) == ["x"]
+
+
+def test_a_next_link_that_is_not_a_url_is_an_unreadable_page_not_a_crash(server):
+    feed = LinkedPagesFeed(server, pages=2)
+    server.documents["/pages/1"].extra_headers["Link"] = \
+        f'<{server.url("/pages/1")}>; rel="self", <http://[oops/>; rel="next"'
+    result = harvest(feed.latest, start=FROM_PAGE_1)
+    assert not result.complete
+    assert any("unreadable page" in w and "not a URL" in w for w in result.warnings)

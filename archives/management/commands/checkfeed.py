@@ -1,4 +1,5 @@
-"""Check that an archived feed (any server) obeys RFC 5005, Atom-PMH, RFC 4287 and HTTP."""
+"""Check that an archived feed (any server) obeys RFC 5005, Atom-PMH, RFC 4287 and HTTP, or
+that a linked-pages feed obeys its rules and HTTP."""
 
 from __future__ import annotations
 
@@ -7,19 +8,23 @@ import sys
 from django.core.management.base import BaseCommand
 
 from archives.checker import CheckFailed, check_feed
-from archives.consumer import Limits
+from archives.consumer import ATOM, LINKED_PAGES, Limits
 
 
 class Command(BaseCommand):
-    help = ("Walk an archived Atom feed and print one line per violation, with the URL it "
-            "concerns. Exit status: 0 clean, 1 violations found, 2 could not run.")
+    help = ("Walk an archived Atom feed or a linked-pages feed and print one line per "
+            "violation, with the URL it concerns. Exit status: 0 clean, 1 violations found, "
+            "2 could not run.")
 
     def add_arguments(self, parser):
-        parser.add_argument("url", help="the feed's subscription document")
+        parser.add_argument("url", help="the feed: an Atom subscription document, or a "
+                                        "linked-pages entry point (feedpub: <feed>/pages/latest)")
+        parser.add_argument("--format", choices=[ATOM, LINKED_PAGES],
+                            help="the feed's format (default: told by its Content-Type)")
         parser.add_argument("--state", help="state file (JSON) of page hashes: a later run "
-                                            "flags archive pages that changed")
+                                            "flags published pages that changed")
         parser.add_argument("--sample", type=int, default=5,
-                            help="live entries whose alternate link is fetched (0: none)")
+                            help="Atom: live entries whose alternate link is fetched (0: none)")
         parser.add_argument("--no-http", action="store_true",
                             help="skip the HTTP checks (304, HEAD): one request per page")
         parser.add_argument("--max-requests", type=int, default=Limits.max_requests)
@@ -29,13 +34,13 @@ class Command(BaseCommand):
         parser.add_argument("--deadline", type=float, default=None,
                             help="seconds for the whole run (default: none)")
 
-    def handle(self, *args, url, state, sample, no_http, max_requests, max_bytes, timeout,
-               deadline, **options):
+    def handle(self, *args, url, format, state, sample, no_http, max_requests, max_bytes,
+               timeout, deadline, **options):
         limits = Limits(max_requests=max_requests, max_bytes=max_bytes, timeout=timeout,
                         deadline=deadline)
         try:
             result = check_feed(url, limits=limits, state_path=state, sample=sample,
-                                http_checks=not no_http)
+                                http_checks=not no_http, format=format)
         except CheckFailed as error:
             self.stderr.write(f"checkfeed could not run: {error}")
             sys.exit(2)
