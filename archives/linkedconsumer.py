@@ -423,6 +423,7 @@ class LinkedHarvester:
         self.summary = Summary()
         self._prefetched: dict[str, Response] = {}
         self._newest: datetime | None = None  # the Last-Modified of the last entity read
+        self._crawled_from: str | None = None  # the page a crawl back began at
 
     def run(self, url: str, *, first: Response | None = None, meter: Meter | None = None,
             snapshot: str | None = None, start: str = AUTO) -> HarvestResult:
@@ -445,7 +446,7 @@ class LinkedHarvester:
         meter.fill(self.summary, self.client)
         if not self.summary.complete:
             self._warn("the reconstruction is incomplete: see the warnings above; the next "
-                       "run goes on from the last page read in full")
+                       "run tries again from where this one stopped")
         self.summary.live_records = self.state.records.count_live()
         return HarvestResult(LiveRecords(self.state.records), self.summary, self.warnings)
 
@@ -517,8 +518,19 @@ class LinkedHarvester:
             seen.add(page.url)
             self._apply_page(page, skip)
             if page.next is None:
+                self._check_end(page.url, seen)
                 return
             page = self._page(page.next)
+
+    def _check_end(self, last: str, seen: set[str]) -> None:
+        """Walking forward from where crawling back ended must come back to where that
+        began: else a next link is missing, and the next run crawls back again."""
+        if self._crawled_from is None or self._crawled_from in seen:
+            return
+        self._warn(f"{last} has no next link, but {self._crawled_from}, where crawling back "
+                   "along prev began, was not reached: the pages between are missing")
+        self.summary.complete = False
+        self.state.resume.page = None
 
     def _resume_page(self, entry: str, resume: Resume) -> tuple[Page | None, Skip]:
         """The first page to read and what to skip of it: the remembered page if it changed
@@ -558,6 +570,7 @@ class LinkedHarvester:
                 self.summary.complete = False
                 return None
             seen.add(response.url)
+            self._crawled_from = self._crawled_from or response.url
             prev = link_map(response).get("prev")
             modified = http_date(response.header("Last-Modified"))
             if prev is None or (since and modified and modified < since):

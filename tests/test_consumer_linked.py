@@ -463,3 +463,16 @@ def test_a_next_link_that_is_not_a_url_is_an_unreadable_page_not_a_crash(server)
     result = harvest(feed.latest, start=FROM_PAGE_1)
     assert not result.complete
     assert any("unreadable page" in w and "not a URL" in w for w in result.warnings)
+
+
+def test_a_walk_forward_that_ends_before_the_page_it_crawled_back_from_is_incomplete(server,
+                                                                                   tmp_path):
+    feed = LinkedPagesFeed(server, pages=3)
+    feed.pages[0].next = None  # page 2 says prev page 1; page 1 has no next
+    feed.publish()
+    state = tmp_path / "s"
+    for _ in range(2):  # and the next run finds its way from the entry point again
+        result = harvest(feed.latest, state_path=state, start=FROM_PAGE_1)
+        assert not result.complete
+        assert any("/pages/1 has no next link, but " in w and "/pages/3, where crawling back"
+                   in w for w in result.warnings)
