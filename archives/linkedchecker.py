@@ -47,13 +47,16 @@ NAVIGATION = ("self", "prev", "next")
 
 @dataclass
 class Seen:
-    """A page as the check read it: `page` is None when its body is not a page (its links,
-    in its headers, are followed all the same)."""
+    """What the checks between pages need of a page, once its own checks are done: its
+    links (in its headers: followed even when its body is not a page) and dates. Its body
+    is not kept, so memory grows by little a page."""
 
     url: str
-    response: Response
-    page: Page | None
     links: dict[str, str]
+    parsed: bool  # its body is a page
+    first: datetime | None = None  # its oldest entity's Last-Modified
+    last: datetime | None = None  # its newest entity's
+    modified: datetime | None = None  # the page's own
 
     @property
     def prev(self) -> str | None:
@@ -72,6 +75,8 @@ class LinkedChecker(HttpChecks):
         self.http_checks = http_checks
         self.pages: dict[str, Seen] = {}  # by the URL that led to them
         self.content_ids: dict[str, str] = {}  # Content-ID -> the page it was first met on
+        # Read first, so that a page is compared while it is in hand.
+        self.state = None if state_path is None else load_state(state_path, LINKED_PAGES)
 
     def run(self, url: str, first: Response) -> CheckResult:
         """Check the feed whose entry point `url` answered a GET with `first`."""
@@ -83,9 +88,10 @@ class LinkedChecker(HttpChecks):
                 if seen.next is not None and seen.next not in self.pages:
                     self._walk(seen, "next", through_known=False)
             self._check_between_pages()
-            self._check_immutability()
         except RunLimitReached as error:  # other errors are problems of the feed
             self._stopped(error)
+        if self.state is not None:
+            save_state(self.state_path, self.state)
         return self._result(len(self.pages))
 
     # The walk ---------------------------------------------------------------------------
@@ -126,23 +132,27 @@ class LinkedChecker(HttpChecks):
         return self._accept(url, response)
 
     def _accept(self, url: str, response: Response) -> Seen:
+        """Check a page on its own, and keep what the checks between pages need of it."""
         try:
             page = parse_page(response)
         except PageError as error:
             self._problem(url, "linked.multipart", str(error))
             page = None
-        seen = self.pages[url] = Seen(url, response, page, link_map(response))
-        self._check_links(seen)
+        seen = self.pages[url] = Seen(url, link_map(response), page is not None)
+        self._check_links(seen, response)
         if page is not None:
             self._check_entities(url, page)
+            self._check_immutability(url, page)
+            dates = [entity.last_modified for entity in page.entities if entity.last_modified]
+            seen.first, seen.last = (dates[0], dates[-1]) if dates else (None, None)
+            seen.modified = page.last_modified
         if self.http_checks:
-            self._check_http(seen)
+            self._check_http(seen, response)
         return seen
 
     # One page ---------------------------------------------------------------------------
 
-    def _check_links(self, seen: Seen) -> None:
-        response = seen.response
+    def _check_links(self, seen: Seen, response: Response) -> None:
         links = parse_link_header(", ".join(response.headers.get_all("Link") or []),
                                   response.url)
         for rel in NAVIGATION:
@@ -201,8 +211,7 @@ class LinkedChecker(HttpChecks):
                           f"Last-Modified {_text(page.last_modified)} is not its last "
                           f"entity's ({_text(last)})")
 
-    def _check_http(self, seen: Seen) -> None:
-        response = seen.response
+    def _check_http(self, seen: Seen, response: Response) -> None:
         self._check_revalidation(seen.url, "If-None-Match", response.etag)
         self._check_head(seen.url, response)
         if "immutable" in response.cache_control and seen.next is None:
@@ -233,36 +242,26 @@ class LinkedChecker(HttpChecks):
             self._check_order(self.pages[older], self.pages[newer])
 
     def _check_order(self, older: Seen, newer: Seen) -> None:
-        if older.page is None or newer.page is None:
-            return
-        last = _newest(older.page)
-        first = next((e.last_modified for e in newer.page.entities if e.last_modified), None)
-        if last is not None and first is not None and first < last:
+        if older.last and newer.first and newer.first < older.last:
             self._problem(newer.url, "linked.entity-last-modified",
-                          f"its first entity ({_text(first)}) is older than the last one "
-                          f"({_text(last)}) of the previous page {older.url}")
-        if (older.page.last_modified and newer.page.last_modified
-                and newer.page.last_modified < older.page.last_modified):
+                          f"its first entity ({_text(newer.first)}) is older than the last one "
+                          f"({_text(older.last)}) of the previous page {older.url}")
+        if older.modified and newer.modified and newer.modified < older.modified:
             self._problem(newer.url, "linked.page-last-modified",
-                          f"Last-Modified {_text(newer.page.last_modified)} is earlier than "
-                          f"the previous page's ({_text(older.page.last_modified)})")
+                          f"Last-Modified {_text(newer.modified)} is earlier than the previous "
+                          f"page's ({_text(older.modified)})")
 
     # Over time --------------------------------------------------------------------------
 
-    def _check_immutability(self) -> None:
-        if self.state_path is None:
+    def _check_immutability(self, url: str, page: Page) -> None:
+        if self.state is None:
             return
-        state = load_state(self.state_path, LINKED_PAGES)
-        for seen in self.pages.values():
-            if seen.page is None:
-                continue
-            now = page_state(seen.page)
-            before = state["pages"].get(seen.url)
-            if before is not None:
-                for change in forbidden_changes(before, now, seen.page):
-                    self._problem(seen.url, "linked.immutability", change)
-            state["pages"][seen.url] = now
-        save_state(self.state_path, state)
+        now = page_state(page)
+        before = self.state["pages"].get(url)
+        if before is not None:
+            for change in forbidden_changes(before, now, page):
+                self._problem(url, "linked.immutability", change)
+        self.state["pages"][url] = now
 
 
 def entity_digest(entity: Entity) -> str:
@@ -300,10 +299,6 @@ def forbidden_changes(before: dict[str, Any], now: dict[str, Any], page: Page) -
     elif now["entities"] > count and old["next"] is not None:
         changes.append("it gained entities after it had a next link")
     return changes
-
-
-def _newest(page: Page) -> datetime | None:
-    return next((e.last_modified for e in reversed(page.entities) if e.last_modified), None)
 
 
 def _text(moment: datetime) -> str:

@@ -42,7 +42,7 @@ from email.message import EmailMessage
 from email.parser import BytesParser
 from email.policy import HTTP, EmailPolicy
 from email.utils import parsedate_to_datetime
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
@@ -120,7 +120,7 @@ class Entity:
         value = value.removeprefix("HTTP-EQUIV=").strip()
         return value if value in OPERATIONS else None
 
-    @property
+    @cached_property  # asked several times an entity, and parsing a date is slow
     def last_modified(self) -> datetime | None:
         return http_date(self.header("Last-Modified"))
 
@@ -277,10 +277,12 @@ class LinkedRecords:
     def put(self, location: str, *, updated: str, content_id: str | None, source: str,
             content: dict[str, Any]) -> bool:
         """Set a record; whether its content changed."""
-        changed = self.content(location) != content
+        text = json.dumps(content)
+        before = self.db.execute("SELECT content FROM linked_records WHERE location = ?",
+                                 (location,)).fetchone()
         self.db.execute("INSERT OR REPLACE INTO linked_records VALUES (?, ?, ?, ?, ?)",
-                        (location, updated, content_id, source, json.dumps(content)))
-        return changed
+                        (location, updated, content_id, source, text))
+        return before is None or before[0] != text
 
     def delete(self, location: str) -> bool:
         """Remove a record; whether there was one."""
