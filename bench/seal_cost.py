@@ -1,0 +1,77 @@
+"""What storing linked pages costs sealing: the same 20,000 entries sealed twice in one run,
+once as today and once with the linked-pages rendering stubbed out.
+
+    .venv/bin/python bench/seal_cost.py [--entries 20000]
+
+Uses the PostgreSQL database of bench/snapshot.py (`bench_snapshot`, created if missing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DATABASE = "bench_snapshot"
+
+
+def seal(entries: int, *, linked_pages: bool) -> float:
+    """Entries/s sealing a new feed of `entries` creates, written by COPY."""
+    from psycopg.types.json import Jsonb
+
+    from archives import fastsql, linkedpages, publishing, sealing
+    from archives.models import Entry, Feed, Record
+
+    feed = publishing.create_feed(slug=f"seal-{time.time_ns()}", title="Sealing cost",
+                                  page_size=100)
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    metadata = {"subject": "Soil carbon", "place": "Tasmania", "year": 2003, "version": 1}
+    links = [{"href": "https://data.example.org/x", "rel": "related", "type": "text/html"}]
+    fastsql.copy_rows(Record, ("feed_id", "key", "title", "summary", "metadata", "links",
+                               "created", "updated"), (
+        (feed.pk, f"r{n:07d}", f"Record {n}", "A summary.", Jsonb(metadata), Jsonb(links),
+         start, start) for n in range(entries)))
+    ids = dict(Record.objects.filter(feed=feed).values_list("key", "pk"))
+    fastsql.copy_rows(Entry, publishing.ENTRY_COLUMNS, (
+        (feed.pk, n + 1, ids[f"r{n:07d}"], "create", start + timedelta(microseconds=n + 1),
+         f"Record {n}", "A summary.", Jsonb(links), Jsonb(metadata)) for n in range(entries)))
+    Feed.objects.filter(pk=feed.pk).update(
+        last_seq=entries, last_updated=start + timedelta(microseconds=entries))
+    feed = Feed.objects.get(pk=feed.pk)
+    render_page = linkedpages.render_page
+    if not linked_pages:
+        linkedpages.render_page = lambda feed, rows: b""
+    try:
+        began = time.perf_counter()
+        sealing.seal_feed(feed)
+        return entries / (time.perf_counter() - began)
+    finally:
+        linkedpages.render_page = render_page
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--entries", type=int, default=20_000)
+    options = parser.parse_args()
+    os.environ.update(DATABASE_URL=f"postgres://postgres@127.0.0.1:5432/{DATABASE}",
+                      DJANGO_SETTINGS_MODULE="feedpub.settings", LOG_LEVEL="WARNING")
+    sys.path.insert(0, str(ROOT))
+    subprocess.run(["createdb", "-h", "127.0.0.1", "-U", "postgres", DATABASE],
+                   stderr=subprocess.DEVNULL, check=False)  # exists already: fine
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, check=True)
+    import django
+
+    django.setup()
+    for linked_pages in (True, False, True):
+        rate = seal(options.entries, linked_pages=linked_pages)
+        print(f"{'Atom and linked pages' if linked_pages else 'Atom pages only':>22}: "
+              f"{rate:,.0f} entries/s", flush=True)
+
+
+if __name__ == "__main__":
+    main()
