@@ -96,7 +96,10 @@ class FeedServer:
                     self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 if send_body and status != 304:
-                    self.wfile.write(body)
+                    try:
+                        self.wfile.write(body)
+                    except (BrokenPipeError, ConnectionResetError):
+                        return  # the client gave up (a size limit): as it should
 
             def trickle(self, status: int, headers: dict[str, str], body: bytes,
                         document: Document) -> None:

@@ -476,3 +476,14 @@ def test_a_walk_forward_that_ends_before_the_page_it_crawled_back_from_is_incomp
         assert not result.complete
         assert any("/pages/1 has no next link, but " in w and "/pages/3, where crawling back"
                    in w for w in result.warnings)
+
+
+def test_the_harvest_command_starts_from_a_named_snapshot(server, tmp_path):
+    feed = LinkedPagesFeed(server, pages=3)
+    index = feed.snapshot(4, created=at(4.5), snapshot_id="named")
+    del server.documents["/snapshots/latest"]  # nothing to find: only the one named
+    output, errors = tmp_path / "r.jsonl", io.StringIO()
+    call_command("harvest", feed.latest, "--snapshot", index, "-o", str(output), stderr=errors)
+    assert "6 entries applied" in errors.getvalue()  # 4 of the snapshot, 5 and 6 after it
+    assert len(output.read_text().splitlines()) == 6
+    assert server.requested("/snapshots/named/") == 1
