@@ -103,6 +103,21 @@ class HttpChecks:
     def _problem(self, url: str, code: str, message: str) -> None:
         self.problems.add(Problem(url, code, message))
 
+    def _follow(self, url: str, *, referrer: str, rel: str, code: str,
+                headers: dict[str, str] | None = None) -> Response | None:
+        """Fetch a linked document; a link that does not resolve is a problem (`code`)."""
+        try:
+            response = self.client.fetch(url, headers=headers)
+        except RunLimitReached:
+            raise
+        except FetchError as error:
+            self._problem(referrer, code, f"{rel} {url}: {error}")
+            return None
+        if response.status != 200:
+            self._problem(referrer, code, f"{rel} {url} answered HTTP {response.status}")
+            return None
+        return response
+
     def _stopped(self, error: RunLimitReached) -> None:
         """Out of requests or time: no problem of the feed, but the walk did not finish."""
         self.complete = False
@@ -210,19 +225,8 @@ class Checker(HttpChecks):
                 queue.append(target)
 
     def _get(self, url: str, *, referrer: str, rel: str) -> Page | None:
-        """Fetch a linked document; a link that does not resolve is a problem."""
-        try:
-            response = self.client.fetch(url)
-        except RunLimitReached:
-            raise
-        except FetchError as error:
-            self._problem(referrer, "rfc5005.unresolved", f"{rel} {url}: {error}")
-            return None
-        if response.status != 200:
-            self._problem(referrer, "rfc5005.unresolved",
-                          f"{rel} {url} answered HTTP {response.status}")
-            return None
-        return self._accept(url, response)
+        response = self._follow(url, referrer=referrer, rel=rel, code="rfc5005.unresolved")
+        return None if response is None else self._accept(url, response)
 
     def _accept(self, url: str, response: Response) -> Page:
         try:

@@ -34,7 +34,6 @@ from typing import Any
 from .checker import CheckResult, HttpChecks, load_state, save_state
 from .consumer import (
     LINKED_PAGES,
-    FetchError,
     HttpClient,
     Response,
     RunLimitReached,
@@ -117,19 +116,9 @@ class LinkedChecker(HttpChecks):
         return current
 
     def _get(self, url: str, referrer: str, rel: str) -> Seen | None:
-        """Fetch a linked page; a link that does not resolve is a problem."""
-        try:
-            response = self.client.fetch(url, headers={"Accept": ACCEPT_PAGES})
-        except RunLimitReached:
-            raise
-        except FetchError as error:
-            self._problem(referrer, "linked.unresolved", f"{rel} {url}: {error}")
-            return None
-        if response.status != 200:
-            self._problem(referrer, "linked.unresolved",
-                          f"{rel} {url} answered HTTP {response.status}")
-            return None
-        return self._accept(url, response)
+        response = self._follow(url, referrer=referrer, rel=rel, code="linked.unresolved",
+                                headers={"Accept": ACCEPT_PAGES})
+        return None if response is None else self._accept(url, response)
 
     def _accept(self, url: str, response: Response) -> Seen:
         """Check a page on its own, and keep what the checks between pages need of it."""

@@ -147,10 +147,6 @@ class Page:
     def next(self) -> str | None:
         return self.links.get("next")
 
-    @property
-    def prev(self) -> str | None:
-        return self.links.get("prev")
-
 
 def http_date(text: str | None) -> datetime | None:
     """An HTTP date (Last-Modified) as an aware UTC datetime; None if missing or invalid."""
