@@ -452,7 +452,9 @@ class SnapshotIndexDocument(Document):
         resume_page = (cut - 1) // size + 1 if cut else 1
         return {
             "id": str(snapshot.uuid),
-            "createdAt": rfc3339(snapshot.created),
+            # As of its cut: a date later than that (when it was made) would let a
+            # consumer that goes by dates skip entries written in between.
+            "createdAt": rfc3339(snapshot.last_updated or snapshot.created),
             "pages": [atom.url("archives:snapshot-page", slug, str(snapshot.uuid), n)
                       for n in range(1, snapshot.pages + 1)],
             "records": snapshot.records,

@@ -219,6 +219,9 @@ class Snapshot(models.Model):
     uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     # The cut: every entry up to this seq, and none after it, is in the snapshot.
     last_seq = models.BigIntegerField()
+    # The cut entry's `updated` (none for an empty feed): the index's createdAt, so that a
+    # consumer that goes by dates alone skips nothing written after the cut.
+    last_updated = models.DateTimeField(null=True)
     records = models.PositiveIntegerField(default=0)  # live as of the cut: one entity each
     pages = models.PositiveIntegerField(default=0)
     created = models.DateTimeField()

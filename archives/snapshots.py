@@ -35,6 +35,7 @@ def take_snapshot(feed: Feed, *, keep: int | None = None) -> Snapshot:
     delete all but that many newest complete snapshots (see `prune`)."""
     feed.refresh_from_db()
     snapshot = Snapshot.objects.create(feed=feed, last_seq=feed.last_seq,
+                                       last_updated=feed.last_updated,
                                        created=documents.change_stamp())
     pages, page = [], []
     for entity in live_entities(feed, feed.last_seq):

@@ -20,6 +20,7 @@ from django.core.management import call_command
 from django.utils.http import http_date
 
 from archives import publishing
+from archives.formats import rfc3339
 from archives.models import ArchivePage, Entry, Feed, Record, Snapshot
 from archives.sealing import freeze_linked_pages, seal_feed
 from archives.snapshots import snapshot_changed_feeds, take_snapshot
@@ -255,6 +256,8 @@ def test_a_snapshot_holds_the_live_records_and_its_index_follows_the_schema(clie
     assert all(url.startswith("http://127.0.0.1:8000/") for url in index["pages"])
     assert shape(records) == live_records(sealed_feed)
     assert index["feed"]["lastEntry"] == 7
+    # Dated as of its cut, not as of when it was made: nothing after it is older.
+    assert index["createdAt"] == rfc3339(Feed.objects.get(pk=sealed_feed.pk).last_updated)
 
 
 def test_snapshot_entities_are_the_page_entities_of_the_same_entries(client, sealed_feed):
