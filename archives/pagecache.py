@@ -1,9 +1,10 @@
 """A bounded in-process cache of documents, for those whose bytes can be trusted as is.
 
-archives/documents.py keeps two: archive pages whose bytes are final (a page that carries
-its next-archive link never changes again, and its feed can never be renamed or deleted,
-so it is never invalidated: a warm archive request skips the database entirely), and the
-newest rendering of each subscription document (trusted only while its ETag is current).
+archives/documents.py keeps two: documents whose bytes and headers are final (an archive
+page with its next-archive link, a linked page with its next link: they never change again,
+and their feed can never be renamed or deleted, so they are never invalidated: a warm
+request skips the database entirely), and the newest rendering of each subscription
+document and unfinished linked page (trusted only while its ETag is current).
 """
 
 from __future__ import annotations
