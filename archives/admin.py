@@ -70,11 +70,8 @@ class FeedAdmin(admin.ModelAdmin):
         return _link(atom.subscription_url(feed.slug), "Atom")
 
     def get_readonly_fields(self, request, obj=None):
-        # Archive URIs are promised forever once a page is sealed, page ranges once the
-        # feed has entries (publishing.update_feed).
-        frozen = [name for name, is_frozen in (("slug", obj and obj.sealed_pages),
-                                                ("page_size", obj and obj.last_seq)) if is_frozen]
-        return [*self.readonly_fields, *frozen]
+        # Archive URIs and page ranges are promised forever (Feed.frozen_fields).
+        return [*self.readonly_fields, *(obj.frozen_fields if obj else [])]
 
     def has_delete_permission(self, request, obj=None):
         return super().has_delete_permission(request, obj) and not (obj and obj.sealed_pages)

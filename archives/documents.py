@@ -124,12 +124,16 @@ def bytes_etag(body: bytes) -> str:
 
 
 class _Rendered(NamedTuple):
+    """A rendering kept in `subscription_bodies`, trusted while `etag` is current."""
+
     etag: str
     body: bytes
+    last_updated: datetime | None = None  # a linked page's last entity's
 
 
-# The newest rendering of each feed's subscription document, keyed by slug and trusted
-# only while its ETag is current, so repeated polls between two writes render nothing.
+# The newest rendering of each feed's subscription document (keyed by slug) and of its
+# unsealed linked pages, trusted only while their ETag is current, so repeated polls
+# between two writes render nothing.
 subscription_bodies = PageCache(max(settings.FEEDPUB_PAGE_CACHE_BYTES // 8, 1))
 
 
@@ -238,21 +242,13 @@ class ArchiveDocument(Document):
         return self._body
 
 
-
 def record_json(record: Record) -> dict:
     """The record as the API and its own URL show it in JSON."""
-    return {
-        "key": record.key,
-        "atom_id": record.atom_id,
-        "title": record.title,
-        "summary": record.summary,
-        "metadata": record.metadata,
-        "links": record.links,
-        "created": rfc3339(record.created),
-        "updated": rfc3339(record.updated),
-        "deleted": record.is_deleted,
-        "url": settings.FEEDPUB_BASE_URL + record.get_absolute_url(),
-    }
+    return formats.record_json(
+        feed_uuid=record.feed.uuid, key=record.key, title=record.title,
+        summary=record.summary, metadata=record.metadata, links=record.links,
+        created=record.created, updated=record.updated, deleted=record.is_deleted,
+        url=settings.FEEDPUB_BASE_URL + record.get_absolute_url())
 
 
 class RecordDocument(Document):
@@ -389,7 +385,7 @@ class LinkedPageDocument(Document):
             return _Page(cached.body, cached.last_updated)
         rows = atom.entry_rows(self.feed, self.first_seq, self.last_seq)
         page = _Page(linkedpages.render_page(self.feed, rows), rows[-1].updated)
-        subscription_bodies.put(key, _RenderedPage(self.etag(), *page), size=len(page.body))
+        subscription_bodies.put(key, _Rendered(self.etag(), *page), size=len(page.body))
         return page
 
     def body(self) -> bytes:
@@ -401,12 +397,6 @@ class LinkedPageDocument(Document):
 
 
 class _Page(NamedTuple):
-    body: bytes
-    last_updated: datetime
-
-
-class _RenderedPage(NamedTuple):
-    etag: str
     body: bytes
     last_updated: datetime
 

@@ -3,7 +3,8 @@
 
 - `feed_by_slug`: the poll's one query, compiled once per connection.
 - `existing_records`: one index probe per key, whatever the planner's statistics.
-- `copy_rows`: COPY for rows nothing points back to (entries, sealed pages).
+- `copy_rows`, `insert`: COPY for rows nothing points back to (entries, sealed pages,
+  snapshot pages).
 """
 
 from __future__ import annotations
@@ -67,6 +68,20 @@ def existing_records(feed: Feed, keys: list[str]):
         f"(SELECT * FROM {table} WHERE feed_id = %s AND key = wanted.key LIMIT 1) AS r",
         [keys, feed.pk],
     )
+
+
+def insert(model: type[models.Model], objects: Sequence[models.Model],
+           columns: Sequence[str]) -> None:
+    """Insert `objects` whose ids nobody needs back: on PostgreSQL by a binary COPY of
+    `columns` (large bytea values go as they are, not escaped into text), with the types
+    the model's fields say; elsewhere by bulk_create."""
+    if not can_copy():
+        model.objects.bulk_create(objects)
+        return
+    types = [model._meta.get_field(column).db_type(connection).split("(")[0]
+             for column in columns]  # varchar(80) -> varchar: what COPY needs to know
+    copy_rows(model, columns, ([getattr(row, column) for column in columns] for row in objects),
+              binary_types=types)
 
 
 def can_copy() -> bool:

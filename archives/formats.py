@@ -12,6 +12,24 @@ def rfc3339(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="microseconds").removesuffix("+00:00") + "Z"
 
 
+def record_json(*, feed_uuid: uuid.UUID, key: str, title: str, summary: str, metadata,
+                links: list, created: datetime, updated: datetime, deleted: bool,
+                url: str) -> dict:
+    """A record as the API, its own URL and the linked-pages entities show it in JSON."""
+    return {
+        "key": key,
+        "atom_id": record_atom_id(feed_uuid, key),
+        "title": title,
+        "summary": summary,
+        "metadata": metadata,
+        "links": links,
+        "created": rfc3339(created),
+        "updated": rfc3339(updated),
+        "deleted": deleted,
+        "url": url,
+    }
+
+
 def record_atom_id(feed_uuid: uuid.UUID, key: str) -> str:
     """A record's atom:id: stable, host-independent, and unique across feeds.
 

@@ -2,9 +2,9 @@
 links are HTTP `Link` headers, each a multipart/mixed body (RFC 2046) of one entity per
 entry, rendered into one `bytes`.
 
-Linked page n holds exactly the entries of archive page n, oldest first; the open page
-(sealed_pages + 1) holds the unsealed ones. An entity is the same bytes wherever it
-appears (a page, a snapshot): its Content-ID names its entry, forever.
+Linked page n holds exactly the entries of archive page n, oldest first (the newest page
+what there is of its range). An entity is the same bytes wherever it appears (a page, a
+snapshot): its Content-ID names its entry, forever.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from urllib.parse import quote
 from django.utils.http import http_date
 
 from .atom import EntryRow, url
-from .formats import record_atom_id, rfc3339
+from .formats import record_json
 from .models import Entry, Feed
 
 MULTIPART = "multipart/mixed"
@@ -34,28 +34,21 @@ def content_id(feed: Feed, seq: int) -> str:
 def entity(feed: Feed, row: EntryRow, record_base: str) -> bytes:
     """One entry as a body part: its headers, a blank line, and for a PUT the record as it
     was at that entry, in the API's JSON shape (a DELETE has no body)."""
-    url = record_base + quote(row.key, safe="")
+    location = record_base + quote(row.key, safe="")
     headers = [
         ("Content-ID", content_id(feed, row.seq)),
         ("Operation-Type", "http-equiv=DELETE" if row.kind == Entry.Kind.DELETE
          else "http-equiv=PUT"),
         ("Last-Modified", http_date(row.updated.timestamp())),
-        ("Content-Location", url),
+        ("Content-Location", location),
     ]
     body = b""
     if row.kind != Entry.Kind.DELETE:
-        body = json.dumps({
-            "key": row.key,
-            "atom_id": record_atom_id(feed.uuid, row.key),
-            "title": row.title,
-            "summary": row.summary,
-            "metadata": row.metadata,
-            "links": row.links,
-            "created": rfc3339(row.created),
-            "updated": rfc3339(row.updated),
-            "deleted": False,
-            "url": url,
-        }, ensure_ascii=False, separators=(",", ":")).encode()
+        record = record_json(feed_uuid=feed.uuid, key=row.key, title=row.title,
+                             summary=row.summary, metadata=row.metadata, links=row.links,
+                             created=row.created, updated=row.updated, deleted=False,
+                             url=location)
+        body = json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode()
         headers.append(("Content-Type", "application/json"))
     headers.append(("Content-Length", str(len(body))))
     head = b"".join(f"{name}: {value}".encode() + CRLF for name, value in headers)

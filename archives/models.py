@@ -71,6 +71,14 @@ class Feed(models.Model):
         return self.last_seq // self.page_size
 
     @property
+    def frozen_fields(self) -> list[str]:
+        """Fields that may no longer change: the slug names every archive URI, promised once
+        a page is sealed; the page size sets every page's range, and linked pages are
+        served from the first entry on (archives.publishing.update_feed enforces it)."""
+        return [name for name, frozen in (("slug", self.sealed_pages > 0),
+                                          ("page_size", self.last_seq > 0)) if frozen]
+
+    @property
     def content_updated(self):
         """The instant the feed's content last changed: its newest entry, else its creation.
         (The feed-level atom:updated of an empty subscription document.)"""

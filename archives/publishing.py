@@ -308,11 +308,8 @@ def update_feed(*, feed: Feed, **changes: Any) -> Feed:
     clean_feed_text(changes)
     with transaction.atomic():
         locked = Feed.objects.select_for_update().get(pk=feed.pk)
-        # The slug names every archive URI, promised once a page is sealed; the page size
-        # sets every page's range, linked pages served from the first entry on.
-        frozen = {"slug": locked.sealed_pages > 0, "page_size": locked.last_seq > 0}
-        refused = {name: [FROZEN[name]] for name, is_frozen in frozen.items()
-                   if is_frozen and name in changes and changes[name] != getattr(locked, name)}
+        refused = {name: [FROZEN[name]] for name in locked.frozen_fields
+                   if name in changes and changes[name] != getattr(locked, name)}
         if refused:
             raise ValidationError(refused)
         changed = [name for name, value in changes.items() if getattr(locked, name) != value]

@@ -157,8 +157,6 @@ def _seal_run(feed: Feed, first: int, last: int, previous) -> list[bytes]:
 
 PAGE_COLUMNS = ("feed_id", "number", "first_seq", "last_seq", "first_updated", "last_updated",
                 "body", "etag", "has_next", "sealed_at", "modified", "multipart")
-PAGE_TYPES = ("int8", "int4", "int8", "int8", "timestamptz", "timestamptz", "bytea", "varchar",
-              "bool", "timestamptz", "timestamptz", "bytea")
 
 
 def _insert_pages(pages: list[ArchivePage], now: datetime) -> None:
@@ -166,14 +164,7 @@ def _insert_pages(pages: list[ArchivePage], now: datetime) -> None:
     without quoting them into the SQL text (see archives/fastsql.py)."""
     for page in pages:
         page.sealed_at = page.modified = now
-    if not fastsql.can_copy():
-        ArchivePage.objects.bulk_create(pages)
-        return
-    fastsql.copy_rows(ArchivePage, PAGE_COLUMNS, (
-        (page.feed_id, page.number, page.first_seq, page.last_seq, page.first_updated,
-         page.last_updated, page.body, page.etag, page.has_next, now, now, page.multipart)
-        for page in pages
-    ), binary_types=PAGE_TYPES)
+    fastsql.insert(ArchivePage, pages, PAGE_COLUMNS)
 
 
 def _link_previous_page(feed: Feed, number: int, body: bytes | None, now: datetime) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from datetime import timedelta
+from itertools import islice
 
 from django.db import transaction
 from django.db.models import Exists, OuterRef, Q, Subquery
@@ -37,18 +38,13 @@ def take_snapshot(feed: Feed, *, keep: int | None = None) -> Snapshot:
     snapshot = Snapshot.objects.create(feed=feed, last_seq=feed.last_seq,
                                        last_updated=feed.last_updated,
                                        created=documents.change_stamp())
-    pages, page = [], []
-    for entity in live_entities(feed, feed.last_seq):
-        page.append(entity)
-        if len(page) == feed.page_size:
-            pages.append(_page(snapshot, len(pages) + snapshot.pages + 1, page))
-            page = []
-        if sum(len(pending.body) for pending in pages) >= BYTES_PER_COPY:
-            snapshot.pages += _store(pages)
-            pages = []
-    if page:
-        pages.append(_page(snapshot, len(pages) + snapshot.pages + 1, page))
-    snapshot.pages += _store(pages)
+    pending: list[SnapshotPage] = []
+    for parts in _chunks(live_entities(feed, feed.last_seq), feed.page_size):
+        pending.append(_page(snapshot, snapshot.pages + len(pending) + 1, parts))
+        if sum(len(page.body) for page in pending) >= BYTES_PER_COPY:
+            snapshot.pages += _store(pending)
+            pending = []
+    snapshot.pages += _store(pending)
     snapshot.complete = True
     snapshot.save(update_fields=["records", "pages", "complete"])
     logger.info("snapshot %s of %s: %s records as of entry %s, %s pages", snapshot.uuid,
@@ -117,18 +113,14 @@ def _page(snapshot: Snapshot, number: int, parts: list[bytes]) -> SnapshotPage:
 
 
 def _store(pages: list[SnapshotPage]) -> int:
-    """Store pages (by COPY on PostgreSQL: see archives/fastsql.py); how many."""
-    if not fastsql.can_copy():
-        SnapshotPage.objects.bulk_create(pages)
-    else:
-        fastsql.copy_rows(SnapshotPage, SNAPSHOT_PAGE_COLUMNS, (
-            (page.snapshot_id, page.number, page.body, page.etag, page.last_modified)
-            for page in pages), binary_types=SNAPSHOT_PAGE_TYPES)
+    fastsql.insert(SnapshotPage, pages, ("snapshot_id", "number", "body", "etag",
+                                         "last_modified"))
     return len(pages)
 
 
-SNAPSHOT_PAGE_COLUMNS = ("snapshot_id", "number", "body", "etag", "last_modified")
-SNAPSHOT_PAGE_TYPES = ("int8", "int4", "bytea", "varchar", "timestamptz")
+def _chunks(items: Iterator[bytes], size: int) -> Iterator[list[bytes]]:
+    while chunk := list(islice(items, size)):
+        yield chunk
 
 
 def prune(feed: Feed, *, keep: int) -> int:

@@ -20,6 +20,7 @@ from django.core.management import call_command
 from django.utils.http import http_date
 
 from archives import publishing
+from archives.documents import record_json
 from archives.formats import rfc3339
 from archives.models import ArchivePage, Entry, Feed, Record, Snapshot
 from archives.sealing import freeze_linked_pages, seal_feed
@@ -98,6 +99,8 @@ def test_entities_carry_their_operation_and_the_record_as_it_was(client, sealed_
     # k1's update (entry 5) shows the record as it was then, not as it is now.
     k1 = json.loads(parts[1].get_content())
     assert (k1["key"], k1["title"]) == ("k1", "Renamed")
+    # k1 has not changed since: its entity is the API's JSON of the record, field for field.
+    assert k1 == record_json(Record.objects.get(feed=sealed_feed, key="k1"))
 
 
 def test_bodies_use_crlf_line_ends(client, sealed_feed):
