@@ -30,7 +30,7 @@ def _link(url: str, text: str):
 class FeedForm(forms.ModelForm):
     class Meta:
         model = Feed
-        fields = ["slug", "title", "subtitle", "author", "page_size"]
+        fields = ["slug", "title", "subtitle", "author", "language", "page_size"]
 
     def clean(self):
         cleaned = super().clean()

@@ -97,6 +97,17 @@ def record_url(slug: str, key: str) -> str:
     return absolute(_path("archives:record", slug, key))
 
 
+def html_url(document_url: str) -> str:
+    """The page for people of a document (a feed, an archive page, a record): the same URL
+    asked for in HTML whatever the request's Accept says."""
+    return document_url + "?format=html"
+
+
+def deletion_summary(key: str) -> str:
+    """What a deletion entry says to people (Atom-PMH needs only its empty content)."""
+    return f"The record {key} was deleted."
+
+
 def archive_links(slug: str, number: int, *, has_next: bool) -> list[tuple[str, str]]:
     """(rel, href) of an archive document: what its XML and its Link header both carry."""
     links = [("self", archive_url(slug, number)), ("current", subscription_url(slug))]
@@ -160,7 +171,7 @@ def render_record(record: Record) -> bytes:
     """A live record's own URL: an Atom Entry Document, with its metadata as JSON text."""
     feed = record.feed
     url = record_url(feed.slug, record.key)
-    root = etree.Element(f"{A}entry", nsmap={None: ATOM_NS})
+    root = etree.Element(f"{A}entry", {XML_LANG: feed.language}, nsmap={None: ATOM_NS})
     _text(root, "id", record_atom_id(feed.uuid, record.key))
     _text(root, "title", record.title, type="text")
     _text(root, "updated", rfc3339(record.updated))
@@ -169,6 +180,7 @@ def render_record(record: Record) -> bytes:
     if record.summary:
         _text(root, "summary", record.summary, type="text")
     etree.SubElement(root, f"{A}link", rel="self", type=RECORD_ENTRY_TYPE, href=url)
+    etree.SubElement(root, f"{A}link", rel="alternate", type=HTML_TYPE, href=html_url(url))
     _producer_links(root, record.links)
     metadata = json.dumps(record.metadata, ensure_ascii=False, indent=2, sort_keys=True)
     _text(root, "content", metadata, type="text")
@@ -176,7 +188,7 @@ def render_record(record: Record) -> bytes:
 
 
 def _feed_head(feed: Feed, updated: datetime, links: list[tuple[str, str]]) -> etree._Element:
-    root = etree.Element(f"{A}feed", nsmap=NSMAP)
+    root = etree.Element(f"{A}feed", {XML_LANG: feed.language}, nsmap=NSMAP)
     _text(root, "id", feed.atom_id)
     _text(root, "title", feed.title, type="text")
     if feed.subtitle:
@@ -186,9 +198,14 @@ def _feed_head(feed: Feed, updated: datetime, links: list[tuple[str, str]]) -> e
     _text(root, "generator", GENERATOR)
     for rel, href in links:
         etree.SubElement(root, f"{A}link", rel=rel, type=RECORD_ENTRY_TYPE, href=href)
+    # For people (and readers' "open" buttons): the feed's own page.
+    etree.SubElement(root, f"{A}link", rel="alternate", type=HTML_TYPE,
+                     href=html_url(subscription_url(feed.slug)))
     return root
 
 
+XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
+HTML_TYPE = "text/html"
 ENTRY, ID, TITLE, UPDATED, SUMMARY, CONTENT, LINK = (
     f"{A}{name}" for name in ("entry", "id", "title", "updated", "summary", "content", "link"))
 TEXT_TYPE = {"type": "text"}
@@ -205,13 +222,16 @@ def _add_entries(root: etree._Element, feed: Feed, rows: list[EntryRow]) -> None
         sub_element(entry, TITLE, TEXT_TYPE).text = row.title
         sub_element(entry, UPDATED).text = rfc3339(row.updated)
         if row.kind == Entry.Kind.DELETE:
-            # Atom-PMH deletion entry: no alternate link, an empty content element.
+            # Atom-PMH deletion entry: no alternate link, an empty content element; the
+            # summary is for people.
+            sub_element(entry, SUMMARY, TEXT_TYPE).text = deletion_summary(row.key)
             sub_element(entry, CONTENT)
             continue
         if row.summary:
             sub_element(entry, SUMMARY, TEXT_TYPE).text = row.summary
-        sub_element(entry, LINK, rel="alternate", type=RECORD_ENTRY_TYPE,
-                    href=base_record_url + row.key)
+        record = base_record_url + row.key
+        sub_element(entry, LINK, rel="alternate", type=RECORD_ENTRY_TYPE, href=record)
+        sub_element(entry, LINK, rel="alternate", type=HTML_TYPE, href=html_url(record))
         _producer_links(entry, row.links)
 
 

@@ -157,8 +157,8 @@ class SubscriptionDocument(Document):
         # The entries sealed_seq+1..last_seq never change once written, so their range
         # stands for them; content_updated is the updated of an empty document.
         return inputs_etag("subscription", feed.uuid, feed.slug, feed.title, feed.subtitle,
-                           feed.author, feed.page_size, feed.sealed_pages, feed.last_seq,
-                           feed.content_updated)
+                           feed.author, feed.language, feed.page_size, feed.sealed_pages,
+                           feed.last_seq, feed.content_updated)
 
     def etag(self) -> str:
         return self._etag
@@ -190,7 +190,7 @@ class ArchiveDocument(Document):
 
     # The feed's columns a page is rendered from, besides its entries: the sealer reads
     # them fresh before rendering.
-    feed_fields = ("slug", "uuid", "title", "subtitle", "author", "page_size")
+    feed_fields = ("slug", "uuid", "title", "subtitle", "author", "language", "page_size")
 
     def __init__(self, slug: str, number: int, *, body: bytes, etag: str, has_next: bool,
                  modified: datetime, read_at: datetime):
@@ -270,7 +270,8 @@ class RecordDocument(Document):
     def inputs(self) -> tuple:
         record, feed = self.record, self.record.feed
         # Every write to a record moves its `updated`, so it stands for the record's columns.
-        return (feed.uuid, feed.slug, feed.author, record.key, record.created, record.updated)
+        return (feed.uuid, feed.slug, feed.author, feed.language, record.key, record.created,
+                record.updated)
 
     def etag(self) -> str:
         return inputs_etag(type(self).__name__, *self.inputs())

@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid
 
 from django.conf import settings
-from django.core.validators import MaxValueValidator, MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.urls import reverse
 from django.utils import timezone
@@ -18,9 +18,17 @@ from .formats import record_atom_id
 
 MAX_PAGE_SIZE = 10_000
 
+validate_language = RegexValidator(
+    r"^[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*\Z",
+    "Enter a language tag (BCP 47) such as en, de or pt-BR.")
+
 
 def default_page_size() -> int:
     return settings.FEEDPUB_PAGE_SIZE
+
+
+def default_language() -> str:
+    return settings.FEEDPUB_LANGUAGE
 
 
 class Feed(models.Model):
@@ -29,6 +37,11 @@ class Feed(models.Model):
     title = models.CharField(max_length=300)
     subtitle = models.CharField(max_length=1000, blank=True)
     author = models.CharField(max_length=300, default="feedpub")
+    # BCP 47 tag of the feed's text: every document's xml:lang (lang in HTML).
+    language = models.CharField(
+        max_length=35, default=default_language, validators=[validate_language],
+        help_text="Language of titles and summaries, as a BCP 47 tag such as en, de or pt-BR.",
+    )
     page_size = models.PositiveIntegerField(
         default=default_page_size,
         validators=[MinValueValidator(1), MaxValueValidator(MAX_PAGE_SIZE)],
@@ -42,7 +55,8 @@ class Feed(models.Model):
     sealed_pages = models.PositiveIntegerField(default=0, editable=False)
     # When documents' bytes last changed, for their Last-Modified (archives/documents.py);
     # apart from entries' `updated`, since a seal or a retitle changes bytes too.
-    # The feed's own description (slug, title, subtitle, author): every document shows it.
+    # The feed's own description (slug, title, subtitle, author, language): every document
+    # shows it.
     description_modified = models.DateTimeField(default=timezone.now, editable=False)
     # The subscription document: every write, seal and description change.
     subscription_modified = models.DateTimeField(default=timezone.now, editable=False)

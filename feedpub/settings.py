@@ -82,6 +82,8 @@ FEEDPUB_BASE_URL = (env("FEEDPUB_BASE_URL", "http://127.0.0.1:8000") or "").rstr
 if not FEEDPUB_BASE_URL.startswith(("http://", "https://")):
     raise ImproperlyConfigured("FEEDPUB_BASE_URL must be an absolute http(s) URL")
 FEEDPUB_PAGE_SIZE = envint("FEEDPUB_PAGE_SIZE", "100")
+# A new feed's language (its documents' xml:lang) unless it is given one.
+FEEDPUB_LANGUAGE = env("FEEDPUB_LANGUAGE", "en")
 # Seal full pages right after the write that filled them commits (a sealer process
 # running `seal_archives --watch` does the same job; either is enough).
 FEEDPUB_SEAL_ON_WRITE = envbool("FEEDPUB_SEAL_ON_WRITE", "true")

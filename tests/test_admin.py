@@ -169,10 +169,11 @@ def test_the_feed_list_shows_counts_and_the_subscription_link(admin_client, feed
 
 def test_adding_a_feed_goes_through_the_write_path_rules(admin_client, db):
     good = admin_client.post("/admin/archives/feed/add/", {
-        "slug": "films", "title": "Films", "subtitle": "", "author": "me", "page_size": 10})
+        "slug": "films", "title": "Films", "subtitle": "", "author": "me", "language": "en",
+        "page_size": 10})
     bad = admin_client.post("/admin/archives/feed/add/", {
         "slug": "songs", "title": "bad \x0b inside", "subtitle": "", "author": "me",
-        "page_size": 10})
+        "language": "en", "page_size": 10})
 
     assert good.status_code == 302
     assert Feed.objects.get(slug="films").page_size == 10
@@ -187,7 +188,7 @@ def test_a_sealed_feed_keeps_its_slug_and_page_size(admin_client, feed):
 
     response = admin_client.post(f"/admin/archives/feed/{feed.pk}/change/", {
         "slug": "renamed", "title": "New title", "subtitle": "", "author": "me",
-        "page_size": 50})
+        "language": "en", "page_size": 50})
 
     assert response.status_code == 302
     feed.refresh_from_db()

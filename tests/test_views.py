@@ -5,6 +5,7 @@ from datetime import UTC, datetime
 
 import feedparser
 import pytest
+from django.core.exceptions import ValidationError
 from django.core.handlers.wsgi import WSGIHandler
 from django.core.signals import request_finished, request_started
 from django.db import close_old_connections, connection
@@ -22,7 +23,9 @@ BASE = "http://127.0.0.1:8000"
 
 
 def links_of(root):
-    return {link.get("rel"): link.get("href") for link in root.findall("a:link", NS)}
+    """The document's links to documents (its page for people, text/html, aside)."""
+    return {link.get("rel"): link.get("href") for link in root.findall("a:link", NS)
+            if link.get("type") != "text/html"}
 
 
 def header_links(response):
@@ -88,7 +91,7 @@ def test_entries_follow_atom_pmh(client, sealed_feed, atom_validators):
 
     raw = walked.documents[0].root.find("a:entry", NS)
     assert raw.find("a:content", NS).text is None
-    assert raw.find("a:summary", NS) is None
+    assert raw.findtext("a:summary", namespaces=NS) == "The record k2 was deleted."
     assert deletion["id"] == publishing.Record.objects.get(key="k2").atom_id
     for entry in active:
         assert entry["alternates"][0].startswith(f"{BASE}/feeds/books/records/k")
@@ -343,3 +346,26 @@ def test_documents_do_not_depend_on_the_script_prefix(sealed_feed):
     assert mounted == plain
     assert mounted_headers["Link"] == plain_headers["Link"]
     assert b"/mounted/" not in mounted
+
+
+def test_documents_carry_the_feeds_language_and_links_for_people(client, sealed_feed):
+    publishing.update_feed(feed=sealed_feed, language="de")
+    subscription = etree.fromstring(client.get("/feeds/books/").content)
+    record = etree.fromstring(client.get("/feeds/books/records/k1").content)
+
+    assert subscription.get("{http://www.w3.org/XML/1998/namespace}lang") == "de"
+    assert record.get("{http://www.w3.org/XML/1998/namespace}lang") == "de"
+    assert subscription.find("a:link[@type='text/html']", NS).get("href") == (
+        f"{BASE}/feeds/books/?format=html")
+    html_alternates = [entry.find("a:link[@type='text/html']", NS)
+                       for entry in subscription.findall("a:entry", NS)
+                       if entry.find("a:link[@rel='alternate']", NS) is not None]
+    assert html_alternates
+    assert all(link.get("rel") == "alternate" and link.get("href").endswith("?format=html")
+               for link in html_alternates)
+
+
+def test_a_feeds_language_must_be_a_language_tag(sealed_feed):
+    with pytest.raises(ValidationError) as refused:
+        publishing.update_feed(feed=sealed_feed, language="english please")
+    assert "language" in refused.value.message_dict

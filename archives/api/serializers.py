@@ -51,8 +51,8 @@ class FeedSerializer(StrictFieldsMixin, serializers.ModelSerializer):
 
     class Meta:
         model = Feed
-        fields = ["slug", "title", "subtitle", "author", "page_size", "atom_id", "url",
-                  "records", "entries", "sealed_pages", "updated", "created"]
+        fields = ["slug", "title", "subtitle", "author", "language", "page_size", "atom_id",
+                  "url", "records", "entries", "sealed_pages", "updated", "created"]
         read_only_fields = ["sealed_pages", "created"]
         extra_kwargs = {
             "slug": {"help_text": "The feed's URL name; frozen once a page is sealed."},
