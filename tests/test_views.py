@@ -357,8 +357,9 @@ def test_documents_carry_the_feeds_language_and_links_for_people(client, sealed_
     assert record.get("{http://www.w3.org/XML/1998/namespace}lang") == "de"
     assert subscription.find("a:link[@type='text/html']", NS).get("href") == (
         f"{BASE}/feeds/books/?format=html")
+    archive = etree.fromstring(client.get("/feeds/books/archives/1/").content)
     html_alternates = [entry.find("a:link[@type='text/html']", NS)
-                       for entry in subscription.findall("a:entry", NS)
+                       for entry in archive.findall("a:entry", NS)
                        if entry.find("a:link[@rel='alternate']", NS) is not None]
     assert html_alternates
     assert all(link.get("rel") == "alternate" and link.get("href").endswith("?format=html")
