@@ -23,6 +23,7 @@ Validators tell the truth to every cache (DESIGN.md "HTTP"), ours or not:
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 from datetime import UTC, datetime
@@ -121,6 +122,28 @@ def inputs_etag(*inputs) -> str:
 
 def bytes_etag(body: bytes) -> str:
     return '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+
+
+# Documents compressed for clients that accept gzip, by the ETag of their plain bytes: each
+# is compressed once per process (a sealed page costs no more gzipped than plain), rather
+# than stored compressed beside the page, which would slow sealing down for the few
+# processes that have not compressed it yet.
+gzipped_bodies = PageCache(max(settings.FEEDPUB_PAGE_CACHE_BYTES // 8, 1))
+
+
+def gzip_etag(etag: str) -> str:
+    """The ETag of a document's gzip-encoded bytes: a different representation, so a
+    different strong validator (RFC 9110 8.8.3.3)."""
+    return etag[:-1] + '-gzip"'
+
+
+def gzipped(etag: str, body: bytes) -> bytes:
+    """`body` (whose ETag is `etag`) gzip-encoded; the same bytes in every process."""
+    compressed = gzipped_bodies.get(etag)
+    if compressed is None:
+        compressed = gzip.compress(body, compresslevel=6, mtime=0)
+        gzipped_bodies.put(etag, compressed, size=len(compressed))
+    return compressed
 
 
 class _Rendered(NamedTuple):

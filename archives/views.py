@@ -21,6 +21,7 @@ from django.http import (
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.cache import get_conditional_response, patch_vary_headers
+from django.utils.http import parse_header_parameters
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_safe
 
@@ -163,11 +164,29 @@ def record(request: HttpRequest, slug: str, key: str) -> HttpResponse:
     return response
 
 
+def accepts_gzip(request: HttpRequest) -> bool:
+    """Whether Accept-Encoding admits gzip (RFC 9110 12.5.3): by name or by `*`, with a
+    q-value above 0."""
+    qualities = {}
+    for coding in request.headers.get("Accept-Encoding", "").split(","):
+        name, parameters = parse_header_parameters(coding)
+        try:
+            qualities[name] = float(parameters.get("q", 1))
+        except ValueError:
+            qualities[name] = 0.0
+    return qualities.get("gzip", qualities.get("x-gzip", qualities.get("*", 0.0))) > 0
+
+
 def serve(request: HttpRequest, document: Document) -> HttpResponse:
     """A document's answer: 304 when the client's validators match (If-None-Match, else
-    If-Modified-Since, as RFC 9110 13.2.2 orders them), else its bytes in one piece.
-    HEAD renders nothing it can avoid."""
+    If-Modified-Since, as RFC 9110 13.2.2 orders them), else its bytes in one piece,
+    gzip-encoded for clients that accept it. HEAD renders nothing it can avoid."""
     headers = dict(document.headers())  # a final document's are shared: add to a copy
+    headers["Vary"] = "Accept-Encoding"
+    plain_etag = headers["ETag"]
+    compress = accepts_gzip(request)
+    if compress:
+        headers["ETag"] = documents.gzip_etag(plain_etag)
     last_modified = document.last_modified() if document.honours_if_modified_since else None
     response = get_conditional_response(
         request, etag=headers["ETag"], last_modified=last_modified)
@@ -175,6 +194,8 @@ def serve(request: HttpRequest, document: Document) -> HttpResponse:
         for name, value in headers.items():
             response[name] = value
         return response
+    if compress:
+        headers["Content-Encoding"] = "gzip"
     if request.method == "HEAD" and isinstance(document, SubscriptionDocument):
         # (An open linked page is rendered even for HEAD: its boundary, in its
         # Content-Type, comes from its parts.)
@@ -183,6 +204,8 @@ def serve(request: HttpRequest, document: Document) -> HttpResponse:
         return StreamingHttpResponse(iter(()), content_type=document.content_type,
                                      headers=headers)
     body = document.body()
+    if compress:
+        body = documents.gzipped(plain_etag, body)
     headers["Content-Length"] = str(len(body))
     return HttpResponse(b"" if request.method == "HEAD" else body,
                         content_type=document.content_type, headers=headers)

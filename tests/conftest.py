@@ -8,7 +8,7 @@ from django.db import connection
 from lxml import etree, isoschematron
 
 from archives import documents, publishing
-from archives.documents import final_pages, subscription_bodies
+from archives.documents import final_pages, gzipped_bodies, subscription_bodies
 from archives.models import Feed
 from archives.sealing import seal_feed
 
@@ -30,10 +30,10 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(autouse=True)
 def _empty_page_cache():
     # Each test's database starts empty, so pages cached by an earlier test are stale.
-    for cache in (final_pages, subscription_bodies):
+    for cache in (final_pages, subscription_bodies, gzipped_bodies):
         cache.clear()
     yield
-    for cache in (final_pages, subscription_bodies):
+    for cache in (final_pages, subscription_bodies, gzipped_bodies):
         cache.clear()
 
 

@@ -289,7 +289,7 @@ def test_the_record_url_serves_an_atom_entry_document(client, sealed_feed, atom_
     root = atom_validators(response.content)
 
     assert response["Content-Type"] == "application/atom+xml; type=entry; charset=utf-8"
-    assert response["Vary"] == "Accept"
+    assert response["Vary"] == "Accept-Encoding, Accept"
     assert root.tag == f"{{{atom.ATOM_NS}}}entry"
     assert root.findtext("a:title", namespaces=NS) == "Renamed"
     assert root.find("a:link[@rel='self']", NS).get("href") == f"{BASE}/feeds/books/records/k1"
