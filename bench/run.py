@@ -405,6 +405,7 @@ def measure_reads(seconds: float) -> list[Read]:
         "nginx static": f"http://127.0.0.1:{STATIC_PORT}/page.xml",
         "nginx archive": f"{NGINX}/feeds/bench/archives/1/",
     }
+    gzip = {"Accept-Encoding": "gzip"}
     poll = {"If-None-Match": etag_of(urls["subscription"])}
     archive_304 = {"If-None-Match": etag_of(urls["archive"])}
     print("reads (wrk -t2 -c32)", flush=True)
@@ -412,12 +413,15 @@ def measure_reads(seconds: float) -> list[Read]:
                 urls["big first"],
                 urls["big deep"], urls["nginx archive"], urls["nginx static"]):
         warm(url)
+    for url in (urls["archive"], urls["nginx archive"]):
+        warm(url, headers=gzip)
     reads = [
         wrk("constant-body Django view (baseline)", urls["constant"], seconds=seconds),
         wrk("django.contrib.syndication, 50 newest entries", urls["syndication"],
             seconds=seconds),
         wrk("subscription document, 50 entries", urls["subscription"], seconds=seconds),
         wrk("archive page, warm", urls["archive"], seconds=seconds),
+        wrk("archive page, warm, gzip", urls["archive"], headers=gzip, seconds=seconds),
         wrk("linked page (multipart), warm", urls["linked"], seconds=seconds),
         wrk("archive page, random of 9,999 (1M feed)", f"{WEB}/", script=str(lua),
             seconds=seconds),
@@ -432,6 +436,8 @@ def measure_reads(seconds: float) -> list[Read]:
         wrk("1M feed: date not sealed yet (302)", urls["big date"], seconds=seconds),
         wrk("nginx: static file, same bytes", urls["nginx static"], seconds=seconds),
         wrk("nginx: archive page from its cache", urls["nginx archive"], seconds=seconds),
+        wrk("nginx: archive page from its cache, gzip", urls["nginx archive"], headers=gzip,
+            seconds=seconds),
         wrk("constant-body Django view (again)", urls["constant"], seconds=seconds),
     ]
     return reads
@@ -458,6 +464,11 @@ def report(reads: list[Read], writes: dict, options) -> None:
     targets = [
         Target("warm archive page / constant view", by["archive page, warm"].rps / baseline,
                0.8, "x"),
+        Target("warm archive page: gzip / plain", by["archive page, warm, gzip"].rps
+               / by["archive page, warm"].rps, 1.0, "x"),
+        Target("nginx cached archive page: gzip / plain",
+               by["nginx: archive page from its cache, gzip"].rps
+               / by["nginx: archive page from its cache"].rps, 1.0, "x"),
         Target("warm linked page (multipart) / constant view",
                by["linked page (multipart), warm"].rps / baseline, 0.8, "x"),
         Target("nginx cached archive page / nginx static file",
