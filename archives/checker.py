@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lxml import etree, isoschematron
 
@@ -41,6 +41,9 @@ from .consumer import (
     parse_link_header,
     timestamp_text,
 )
+
+if TYPE_CHECKING:
+    from tqdm import tqdm  # the caller's progress bar, if any
 
 SCHEMA_DIR = Path(__file__).parent / "schema"
 NAVIGATION_RELS = ("self", "current", "prev-archive", "next-archive")
@@ -99,6 +102,15 @@ class HttpChecks:
         self.complete = True
         self.notes: list[str] = []
         self.started = time.monotonic()
+        self.progress: tqdm | None = None  # advanced by one per document checked
+        self.entries_seen = 0
+
+    def _checked(self, entries: int) -> None:
+        """One more document checked, holding `entries` entries: the caller's bar shows it."""
+        self.entries_seen += entries
+        if self.progress is not None:
+            self.progress.set_postfix_str(f"{self.entries_seen} entries", refresh=False)
+            self.progress.update()
 
     def _problem(self, url: str, code: str, message: str) -> None:
         self.problems.add(Problem(url, code, message))
@@ -240,6 +252,7 @@ class Checker(HttpChecks):
             self._check_document(page)
         if self.http_checks:
             self._check_http(page)
+        self._checked(len(document.entries) if document is not None else 0)
         return page
 
     # One document ------------------------------------------------------------------
@@ -515,10 +528,11 @@ def fetch_start(client: HttpClient, url: str) -> Response:
 
 def check_feed(url: str, *, limits: Limits | None = None, state_path: str | None = None,
                sample: int = 5, http_checks: bool = True,
-               format: str | None = None) -> CheckResult:
+               format: str | None = None, progress: tqdm | None = None) -> CheckResult:
     """Check the feed at `url`: an Atom subscription document, or a linked-pages entry point
     (told by `format`, else by its Content-Type). Raises CheckFailed when it cannot even
-    start. `sample` is for Atom feeds (their alternate links)."""
+    start. `sample` is for Atom feeds (their alternate links). `progress`: a tqdm bar the
+    caller shows, advanced by one per document checked."""
     if format not in (None, ATOM, LINKED_PAGES):
         raise ValueError(f"unknown format {format!r}")
     client = HttpClient(limits)
@@ -531,7 +545,9 @@ def check_feed(url: str, *, limits: Limits | None = None, state_path: str | None
 
         checker = linkedchecker.LinkedChecker(client=client, state_path=state_path,
                                               http_checks=http_checks)
+        checker.progress = progress
         return checker.run(url, first)
     checker = Checker(client=client, state_path=state_path, sample=sample,
                       http_checks=http_checks)
+    checker.progress = progress
     return checker.run(url, first)

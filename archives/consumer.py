@@ -31,7 +31,6 @@ import os
 import re
 import socket
 import sqlite3
-import sys
 import tempfile
 import threading
 import time
@@ -45,10 +44,13 @@ from email.message import Message
 from functools import partial
 from http.client import HTTPException
 from pathlib import Path
-from typing import Any, NamedTuple, TextIO
+from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
 from urllib.parse import urljoin, urlsplit
 
 from lxml import etree
+
+if TYPE_CHECKING:
+    from tqdm import tqdm  # the caller's progress bar, if any
 
 ATOM_NS = "http://www.w3.org/2005/Atom"
 FH_NS = "http://purl.org/syndication/history/1.0"
@@ -880,29 +882,11 @@ class HarvestFailed(Exception):
     """The subscription document itself could not be read: there is nothing to harvest."""
 
 
-class Progress:
-    """One self-rewriting status line on a terminal; silent when `stream` is not one."""
-
-    def __init__(self, stream: TextIO | None = None, *, force: bool = False):
-        self.stream = stream if stream is not None else sys.stderr
-        self.enabled = force or (hasattr(self.stream, "isatty") and self.stream.isatty())
-        self.started = time.monotonic()
-        self.shown = False
-
-    def update(self, pages: int, received: int, url: str) -> None:
-        if not self.enabled:
-            return
-        seconds = time.monotonic() - self.started
-        bar = "#" * min(pages // 10, 30)
-        self.stream.write(f"\r\033[K[{bar:<30}] {pages} pages, {received / 1e6:.1f} MB, "
-                          f"{seconds:.1f} s  {url[-60:]}")
-        self.stream.flush()
-        self.shown = True
-
-    def close(self) -> None:
-        if self.enabled and self.shown:
-            self.stream.write("\n")
-            self.stream.flush()
+def show_progress(progress: tqdm | None, summary: Summary, client: HttpClient) -> None:
+    """Bring the caller's bar, if any, to the pages fetched so far and the bytes received."""
+    if progress is not None:
+        progress.set_postfix_str(f"{client.bytes_received / 1e6:.1f} MB", refresh=False)
+        progress.update(summary.pages_fetched - progress.n)
 
 
 class PageLinks(NamedTuple):
@@ -916,7 +900,7 @@ class Harvester:
     """One run: revalidate the subscription, walk back to known ground, apply oldest first."""
 
     def __init__(self, *, state: HarvestState | None = None, client: HttpClient | None = None,
-                 progress: Progress | None = None, warn: Callable[[str], None] | None = None):
+                 progress: tqdm | None = None, warn: Callable[[str], None] | None = None):
         self.state = state or HarvestState.load()
         self.client = client or HttpClient()
         self.progress = progress
@@ -943,8 +927,7 @@ class Harvester:
             if gap not in seen:
                 self._walk(gap, staged, seen)
         self._apply(staged, complete=subscription is not None and subscription.complete)
-        if self.progress:
-            self.progress.close()
+        show_progress(self.progress, self.summary, self.client)
         summary = self.summary
         meter.fill(summary, self.client)
         summary.complete = not self.state.pending
@@ -992,8 +975,7 @@ class Harvester:
             if page is None:
                 self.state.pending.append(url)
                 return
-            if self.progress:
-                self.progress.update(self.summary.pages_fetched, self.client.bytes_received, url)
+            show_progress(self.progress, self.summary, self.client)
             url = page.prev_archive
 
     def _fetch_archive(self, url: str, staged: StagedPages) -> PageLinks | None:
@@ -1047,7 +1029,7 @@ class Harvester:
 
 
 def harvest(url: str, *, state_path: str | os.PathLike | None = None,
-            limits: Limits | None = None, progress: Progress | None = None,
+            limits: Limits | None = None, progress: tqdm | None = None,
             client: HttpClient | None = None, warn: Callable[[str], None] | None = None,
             format: str | None = None, snapshot: str | None = None,
             start: str = "auto") -> HarvestResult:
@@ -1056,6 +1038,7 @@ def harvest(url: str, *, state_path: str | os.PathLike | None = None,
     `url` is an Atom subscription document or a linked-pages entry point (see
     archives/linkedconsumer.py, which also explains `snapshot` and `start`). The
     format is the state file's, else `format`, else told by the first answer's Content-Type.
+    `progress`: a tqdm bar the caller shows, brought to the pages fetched as they come.
 
     Raises HarvestFailed when the feed cannot be read at all, StateError when the state file
     cannot be used; every other problem is a warning in the result. The result's records are

@@ -137,6 +137,7 @@ class LinkedChecker(HttpChecks):
             seen.modified = page.last_modified
         if self.http_checks:
             self._check_http(seen, response)
+        self._checked(len(page.entities) if page is not None else 0)
         return seen
 
     # One page ---------------------------------------------------------------------------

@@ -43,7 +43,7 @@ from email.parser import BytesParser
 from email.policy import HTTP, EmailPolicy
 from email.utils import parsedate_to_datetime
 from functools import cached_property, lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 from .consumer import (
@@ -56,15 +56,18 @@ from .consumer import (
     HttpClient,
     LiveRecords,
     Meter,
-    Progress,
     Response,
     StateError,
     Summary,
     parse_link_header,
     parse_timestamp,
     read_meta,
+    show_progress,
     timestamp_text,
 )
+
+if TYPE_CHECKING:
+    from tqdm import tqdm  # the caller's progress bar, if any
 
 ACCEPT_PAGES = "multipart/mixed, */*;q=0.1"
 ACCEPT_INDEX = "application/json, */*;q=0.1"
@@ -412,7 +415,7 @@ class LinkedHarvester:
     run or the snapshot ended, applying each entity once, in order."""
 
     def __init__(self, *, state: LinkedState, client: HttpClient | None = None,
-                 progress: Progress | None = None, warn: Callable[[str], None] | None = None):
+                 progress: tqdm | None = None, warn: Callable[[str], None] | None = None):
         self.state = state
         self.client = client or HttpClient()
         self.progress = progress
@@ -439,8 +442,7 @@ class LinkedHarvester:
         if self.state.resume is None:
             self.state.resume = self._start(url, snapshot, start)
         self._walk(url, self.state.resume)
-        if self.progress:
-            self.progress.close()
+        show_progress(self.progress, self.summary, self.client)
         meter.fill(self.summary, self.client)
         if not self.summary.complete:
             self._warn("the reconstruction is incomplete: see the warnings above; the next "
@@ -591,9 +593,7 @@ class LinkedHarvester:
             modified = last.last_modified
             resume.since = timestamp_text(modified) if modified else resume.since
         resume.page, resume.etag, resume.next = page.url, page.etag, page.next
-        if self.progress:
-            self.progress.update(self.summary.pages_fetched, self.client.bytes_received,
-                                 page.url)
+        show_progress(self.progress, self.summary, self.client)
 
     def _check_order(self, entity: Entity, problems: Counter[str]) -> None:
         modified = entity.last_modified

@@ -14,6 +14,7 @@ the whole run and its link, or nothing.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -45,7 +46,8 @@ class _LostRace(Exception):
     """Another sealer stored these pages first."""
 
 
-def seal_all(*, dry_run: bool = False) -> list[SealedPage]:
+def seal_all(*, dry_run: bool = False,
+             on_sealed: Callable[[int], None] | None = None) -> list[SealedPage]:
     """Seal every full page of every feed. A feed that fails (deleted meanwhile, say) is
     logged and skipped, so that one feed never stops the sealing of the others."""
     if not dry_run:
@@ -56,7 +58,7 @@ def seal_all(*, dry_run: bool = False) -> list[SealedPage]:
     sealed = []
     for feed in Feed.objects.all():
         try:
-            sealed += seal_feed(feed, dry_run=dry_run)
+            sealed += seal_feed(feed, dry_run=dry_run, on_sealed=on_sealed)
         except Feed.DoesNotExist:
             logger.info("feed %s was deleted while sealing", feed.slug)
         except Exception:
@@ -65,10 +67,12 @@ def seal_all(*, dry_run: bool = False) -> list[SealedPage]:
 
 
 def seal_feed(
-    feed: Feed, *, dry_run: bool = False, max_pages: int | None = None
+    feed: Feed, *, dry_run: bool = False, max_pages: int | None = None,
+    on_sealed: Callable[[int], None] | None = None,
 ) -> list[SealedPage]:
     """Seal the full pages of one feed (at most `max_pages`), oldest first; returns what
-    it sealed."""
+    it sealed. `on_sealed` is told how many pages each committed run sealed (a progress
+    bar's caller: a run can take seconds)."""
     sealed: list[SealedPage] = []
     previous = None  # (number, body) of the last page this call stored
     while max_pages is None or len(sealed) < max_pages:
@@ -90,6 +94,8 @@ def seal_feed(
             continue
         sealed += [_sealed_page(feed, n) for n in range(first, last + 1)]
         previous = (last, bodies[-1])
+        if on_sealed is not None:
+            on_sealed(last - first + 1)
     return sealed
 
 

@@ -12,7 +12,7 @@ never held up and nothing half-made is served.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from itertools import islice
 
@@ -31,9 +31,11 @@ WINDOW = 5000
 BYTES_PER_COPY = 4 * 1024 * 1024
 
 
-def take_snapshot(feed: Feed, *, keep: int | None = None) -> Snapshot:
+def take_snapshot(feed: Feed, *, keep: int | None = None,
+                  on_records: Callable[[int], None] | None = None) -> Snapshot:
     """Freeze `feed`'s live records as of its newest committed entry; with `keep`, then
-    delete all but that many newest complete snapshots (see `prune`)."""
+    delete all but that many newest complete snapshots (see `prune`). `on_records` is
+    told how many records each page made holds (for a progress bar)."""
     feed.refresh_from_db()
     snapshot = Snapshot.objects.create(feed=feed, last_seq=feed.last_seq,
                                        last_updated=feed.last_updated,
@@ -41,6 +43,8 @@ def take_snapshot(feed: Feed, *, keep: int | None = None) -> Snapshot:
     pending: list[SnapshotPage] = []
     for parts in _chunks(live_entities(feed, feed.last_seq), feed.page_size):
         pending.append(_page(snapshot, snapshot.pages + len(pending) + 1, parts))
+        if on_records is not None:
+            on_records(len(parts))
         if sum(len(page.body) for page in pending) >= BYTES_PER_COPY:
             snapshot.pages += _store(pending)
             pending = []

@@ -22,7 +22,6 @@ from archives.consumer import (
     HarvestState,
     HttpClient,
     Limits,
-    Progress,
     StateError,
     harvest,
     parse_document,
@@ -428,14 +427,6 @@ def test_a_state_file_of_the_former_json_format_is_converted(server, tmp_path):
     assert list(result.records) == list(fresh.records)
     assert state.read_bytes().startswith(b"SQLite format 3")
     assert os.listdir(tmp_path) == ["state.json"]
-
-
-def test_the_progress_line_shows_pages_and_bytes(server):
-    feed = LinkedFeed(server, pages=3)
-    out = io.StringIO()
-    harvest(feed.subscription, progress=Progress(out, force=True))
-    assert "3 pages" in out.getvalue()
-    assert out.getvalue().endswith("\n")
 
 
 def test_the_harvest_command_exits_1_with_warnings_when_incomplete(server, tmp_path):

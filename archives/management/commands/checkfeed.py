@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand
 
 from archives.checker import CheckFailed, check_feed
 from archives.consumer import ATOM, LINKED_PAGES, Limits
+from archives.management.progress import add_progress_argument, progress_bar
 
 
 class Command(BaseCommand):
@@ -33,14 +34,17 @@ class Command(BaseCommand):
                             help="seconds for a whole fetch (connect, headers, body)")
         parser.add_argument("--deadline", type=float, default=None,
                             help="seconds for the whole run (default: none)")
+        add_progress_argument(parser)
 
     def handle(self, *args, url, format, state, sample, no_http, max_requests, max_bytes,
-               timeout, deadline, **options):
+               timeout, deadline, progress, **options):
         limits = Limits(max_requests=max_requests, max_bytes=max_bytes, timeout=timeout,
                         deadline=deadline)
         try:
-            result = check_feed(url, limits=limits, state_path=state, sample=sample,
-                                http_checks=not no_http, format=format)
+            with progress_bar(self.stderr, progress, desc="checkfeed",
+                              unit=" documents") as bar:
+                result = check_feed(url, limits=limits, state_path=state, sample=sample,
+                                    http_checks=not no_http, format=format, progress=bar)
         except CheckFailed as error:
             self.stderr.write(f"checkfeed could not run: {error}")
             sys.exit(2)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import random
 
-from django.core.management.base import BaseCommand
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError
 
 from archives import publishing
-from archives.models import Feed
+from archives.management.progress import add_progress_argument, progress_bar
+from archives.models import Feed, validate_language
 from archives.sealing import seal_feed
 
 SUBJECTS = ["Coral reef", "Estuarine crocodile", "Rainfall", "Soil carbon", "Seagrass",
@@ -15,32 +17,64 @@ SUBJECTS = ["Coral reef", "Estuarine crocodile", "Rainfall", "Soil carbon", "Sea
 PLACES = ["Cape York", "Moreton Bay", "the Kimberley", "Tasmania", "the Murray-Darling",
           "the Great Barrier Reef", "Kakadu", "the Pilbara"]
 KINDS = ["survey", "observations", "time series", "census", "sensor data"]
+TITLE = "Demo research data catalogue"
 
 
 class Command(BaseCommand):
     help = "Create a demo feed of catalogue records: creates, updates and deletes, sealed."
 
     def add_arguments(self, parser):
-        parser.add_argument("--slug", default="demo")
+        parser.add_argument("--slug", default="demo", help="the feed's slug (its URLs)")
+        parser.add_argument("--title", default=TITLE, help=f"the feed's title ({TITLE!r})")
+        parser.add_argument("--language", help="the feed's language, a BCP 47 tag such as "
+                                               "en or pt-BR (default: FEEDPUB_LANGUAGE)")
         parser.add_argument("--records", type=int, default=60, help="records to create")
         parser.add_argument("--changes", type=int, default=200,
                             help="updates and deletes after the creates")
         parser.add_argument("--page-size", type=int, default=25)
         parser.add_argument("--seed", type=int, default=5005)
+        add_progress_argument(parser)
 
-    def handle(self, *args, slug, records, changes, page_size, seed, **options):
+    def handle(self, *args, slug, title, language, records, changes, page_size, seed,
+               progress, **options):
+        if language is not None:  # before anything else, even on an existing feed
+            try:
+                validate_language(language)
+            except ValidationError as error:
+                raise CommandError(f"--language {language!r}: {error.messages[0]}") from None
         if Feed.objects.filter(slug=slug).exists():
             self.stdout.write(f"feed {slug!r} exists already; leaving it as it is")
             return
-        feed = publishing.create_feed(
-            slug=slug, title="Demo research data catalogue", page_size=page_size,
-            subtitle="Metadata records of research data collections (a feedpub demo)",
-            author="feedpub demo",
-        )
+        feed = self.create(slug=slug, title=title, page_size=page_size,
+                           **({} if language is None else {"language": language}))
         rng = random.Random(seed)  # noqa: S311 - demo data, not security
         keys = [f"collection-{n:04d}" for n in range(1, records + 1)]
+        with progress_bar(self.stderr, progress, desc=slug, unit=" records",
+                          total=records + changes) as bar:
+            live = self.write(feed, rng, keys, changes, bar.update)
+        sealed = seal_feed(feed)
+        feed.refresh_from_db()
+        self.stdout.write(
+            f"feed {slug!r}: {feed.last_seq} entries, {len(live)} live records, "
+            f"{feed.sealed_pages} sealed pages ({len(sealed)} sealed just now)"
+        )
+
+    def create(self, **fields) -> Feed:
+        try:
+            return publishing.create_feed(
+                subtitle="Metadata records of research data collections (a feedpub demo)",
+                author="feedpub demo", **fields)
+        except ValidationError as error:
+            raise CommandError("; ".join(
+                f"--{name.replace('_', '-')}: {' '.join(messages)}"
+                for name, messages in error.message_dict.items())) from None
+
+    def write(self, feed: Feed, rng: random.Random, keys: list[str], changes: int,
+              written) -> set[str]:
+        """Create the records, then update or delete `changes` of them; the live keys."""
         for key in keys:
             publishing.put_record(feed=feed, key=key, data=self.record(rng, key))
+            written(1)
         live = set(keys)
         for _ in range(changes):
             key = rng.choice(keys)
@@ -50,12 +84,8 @@ class Command(BaseCommand):
             else:
                 publishing.put_record(feed=feed, key=key, data=self.record(rng, key))
                 live.add(key)
-        sealed = seal_feed(feed)
-        feed.refresh_from_db()
-        self.stdout.write(
-            f"feed {slug!r}: {feed.last_seq} entries, {len(live)} live records, "
-            f"{feed.sealed_pages} sealed pages ({len(sealed)} sealed just now)"
-        )
+            written(1)
+        return live
 
     def record(self, rng: random.Random, key: str) -> dict:
         subject, place, kind = rng.choice(SUBJECTS), rng.choice(PLACES), rng.choice(KINDS)

@@ -14,12 +14,12 @@ from archives.consumer import (
     LINKED_PAGES,
     HarvestFailed,
     Limits,
-    Progress,
     StateError,
     harvest,
     write_records,
 )
 from archives.linkedconsumer import AUTO, FROM_PAGE_1, FROM_SNAPSHOT
+from archives.management.progress import add_progress_argument, progress_bar, write_around
 
 
 class Command(BaseCommand):
@@ -60,17 +60,18 @@ class Command(BaseCommand):
                                  "read by then are read by the next run")
         parser.add_argument("--summary-json", action="store_true",
                             help="print the summary as JSON (on stderr)")
-        parser.add_argument("--no-progress", action="store_true")
+        add_progress_argument(parser)
 
     def handle(self, *args, url, format, start, snapshot, state, output, max_requests,
-               max_bytes, timeout, deadline, summary_json, no_progress, **options):
+               max_bytes, timeout, deadline, summary_json, progress, **options):
         limits = Limits(max_requests=max_requests, max_bytes=max_bytes, timeout=timeout,
                         deadline=deadline)
-        progress = None if no_progress else Progress(self.stderr._out)
         try:
-            result = harvest(url, state_path=state, limits=limits, progress=progress,
-                             warn=lambda message: self.stderr.write(f"warning: {message}"),
-                             format=format, snapshot=snapshot, start=start)
+            with progress_bar(self.stderr, progress, desc="harvest", unit=" pages") as bar:
+                result = harvest(url, state_path=state, limits=limits, progress=bar,
+                                 warn=lambda message: write_around(self.stderr,
+                                                                   f"warning: {message}"),
+                                 format=format, snapshot=snapshot, start=start)
         except (HarvestFailed, StateError) as error:
             self.stderr.write(f"harvest failed: {error}")
             sys.exit(2)

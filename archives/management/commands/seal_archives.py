@@ -7,12 +7,18 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 from django.db import InterfaceError, OperationalError, close_old_connections
+from django.utils import timezone
+from tqdm import tqdm
 
+from archives.management.progress import add_progress_argument, progress_bar, write_around
 from archives.models import Feed
-from archives.sealing import seal_all, seal_feed
+from archives.sealing import SealedPage, seal_all, seal_feed
 from archives.snapshots import snapshot_changed_feeds
 
 logger = logging.getLogger(__name__)
+
+# --watch: one line rewritten in place (on a terminal only), never a line per pass.
+WATCH_STATUS = "seal_archives: {n} pages sealed{postfix} [{elapsed}]"
 
 
 class Command(BaseCommand):
@@ -29,20 +35,32 @@ class Command(BaseCommand):
                                  "its newest snapshot, every SECONDS (0: never)")
         parser.add_argument("--keep-snapshots", type=int, default=3, metavar="N",
                             help="snapshots kept per feed (default 3)")
+        add_progress_argument(parser)
 
     def handle(self, *args, feed=None, watch=None, dry_run=False, snapshot_every=0,
-               keep_snapshots=3, **options):
+               keep_snapshots=3, progress=None, **options):
         if watch is not None and watch <= 0:
             raise CommandError("--watch needs a positive number of seconds")
         if keep_snapshots < 1:
             raise CommandError("--keep-snapshots must be at least 1")
         if watch is None:
-            self.seal_once(feed, dry_run, quiet=False)
+            with progress_bar(self.stderr, progress, desc="sealing", unit=" pages") as bar:
+                if not bar.disable:
+                    bar.reset(total=backlog(feed))
+                sealed = self.seal_once(feed, dry_run, on_sealed=bar.update)
+            self.report(sealed, dry_run, quiet=False)
             return
+        with progress_bar(self.stderr, progress, bar_format=WATCH_STATUS) as bar:
+            self.watch(feed, watch, dry_run, snapshot_every, keep_snapshots, Status(bar))
+
+    def watch(self, feed: str | None, every: float, dry_run: bool, snapshot_every: float,
+              keep_snapshots: int, status: Status) -> None:
         database_lost, next_snapshot = False, time.monotonic()
         while True:
             try:
-                self.seal_once(feed, dry_run, quiet=True)
+                status.pass_starts(feed)
+                self.report(self.seal_once(feed, dry_run, on_sealed=status.sealed), dry_run,
+                            quiet=True)
                 if snapshot_every > 0 and not dry_run and time.monotonic() >= next_snapshot:
                     self.snapshot(feed, keep_snapshots)
                     next_snapshot = time.monotonic() + snapshot_every
@@ -52,13 +70,14 @@ class Command(BaseCommand):
                 close_old_connections()
                 if not database_lost:
                     logger.error("seal_archives: database unavailable (%s); retrying every "
-                                 "%s s", str(error).strip(), watch)
+                                 "%s s", str(error).strip(), every)
+                    status.show("database unavailable")
                 database_lost = True
             else:
                 if database_lost:
                     logger.info("seal_archives: database available again")
                 database_lost = False
-            time.sleep(watch)
+            time.sleep(every)
 
     def snapshot(self, slug: str | None, keep: int) -> None:
         """Snapshots run between two sealing passes: a failing one is logged, and never
@@ -71,21 +90,53 @@ class Command(BaseCommand):
             logger.exception("seal_archives: taking snapshots failed; trying again later")
             return
         for snapshot in snapshots:
-            self.stdout.write(f"snapshot {snapshot.uuid} of {snapshot.feed.slug}: "
+            write_around(self.stdout, f"snapshot {snapshot.uuid} of {snapshot.feed.slug}: "
                               f"{snapshot.records} records as of entry {snapshot.last_seq}")
 
-    def seal_once(self, slug: str | None, dry_run: bool, *, quiet: bool) -> None:
+    def seal_once(self, slug: str | None, dry_run: bool, *, on_sealed) -> list[SealedPage]:
         if slug is None:
-            sealed = seal_all(dry_run=dry_run)
-        else:
-            try:
-                sealed = seal_feed(Feed.objects.get(slug=slug), dry_run=dry_run)
-            except Feed.DoesNotExist:
-                raise CommandError(f"No feed {slug!r}") from None
+            return seal_all(dry_run=dry_run, on_sealed=on_sealed)
+        try:
+            return seal_feed(Feed.objects.get(slug=slug), dry_run=dry_run, on_sealed=on_sealed)
+        except Feed.DoesNotExist:
+            raise CommandError(f"No feed {slug!r}") from None
+
+    def report(self, sealed: list[SealedPage], dry_run: bool, *, quiet: bool) -> None:
         verb = "would seal" if dry_run else "sealed"
         for page in sealed:
-            self.stdout.write(
+            write_around(
+                self.stdout,
                 f"{verb} {page.feed} page {page.number} (entries {page.first_seq}..{page.last_seq})"
             )
         if not sealed and not quiet:
             self.stdout.write("nothing to seal")
+
+
+def backlog(slug: str | None) -> int:
+    """Full pages not sealed yet, of every feed or of `slug`."""
+    feeds = Feed.objects.all() if slug is None else Feed.objects.filter(slug=slug)
+    return sum(feed.full_pages - feed.sealed_pages
+               for feed in feeds.only("last_seq", "page_size", "sealed_pages"))
+
+
+class Status:
+    """The --watch status line: pages sealed so far, the backlog, the time of the last seal.
+    The backlog is counted only when the line is shown: a daemon's passes cost no query."""
+
+    def __init__(self, bar: tqdm):
+        self.bar, self.backlog, self.last_seal = bar, 0, "none yet"
+
+    def pass_starts(self, slug: str | None) -> None:
+        if not self.bar.disable:
+            self.backlog = backlog(slug)
+            self.show()
+
+    def sealed(self, pages: int) -> None:
+        self.backlog = max(0, self.backlog - pages)
+        self.last_seal = timezone.localtime().strftime("%Y-%m-%d %H:%M:%S")
+        self.bar.update(pages)
+        self.show()
+
+    def show(self, note: str = "") -> None:
+        self.bar.set_postfix_str(f"backlog {self.backlog} pages, last seal {self.last_seal}"
+                                 + (f" ({note})" if note else ""))

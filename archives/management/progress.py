@@ -1,0 +1,41 @@
+"""Progress bars (tqdm) for the commands people run.
+
+A bar goes to the command's stderr, and only when that is a terminal, unless `--progress`
+or `--no-progress` says otherwise: stdout, which scripts read, never sees one, nor does a
+piped stderr or a log collector. While a bar is on screen, log records and the lines a
+command prints go around it instead of through it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from django.core.management.base import OutputWrapper
+from tqdm import tqdm
+from tqdm.contrib.logging import logging_redirect_tqdm
+
+
+def add_progress_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                        help="show a progress bar on stderr (default: when stderr is a "
+                             "terminal)")
+
+
+@contextmanager
+def progress_bar(stderr: OutputWrapper, show: bool | None, **options: Any) -> Iterator[tqdm]:
+    """A bar on the command's stderr (`show`: the --progress flag; None leaves it to tqdm,
+    which shows it on a terminal only), closed on leaving; logging goes around it."""
+    # The wrapped stream: OutputWrapper ends every write with a newline, tqdm's use \r.
+    with (logging_redirect_tqdm(),
+          tqdm(file=stderr._out, disable=None if show is None else not show,
+               **options) as bar):
+        yield bar
+
+
+def write_around(stream: OutputWrapper, text: str) -> None:
+    """Print a line on the command's stdout or stderr without tearing a bar on screen."""
+    with tqdm.external_write_mode(file=stream._out):
+        stream.write(text)
