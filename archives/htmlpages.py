@@ -28,6 +28,7 @@ from django.template.loader import render_to_string
 from . import activity, atom
 from .documents import Document, RecordDocument, SubscriptionDocument, inputs_etag
 from .models import ArchivePage, Entry, Feed, Record
+from .pagecache import PageCache
 
 HTML_TYPE = "text/html; charset=utf-8"
 TEMPLATES = Path(settings.BASE_DIR) / "templates" / "archives"
@@ -91,6 +92,11 @@ def _entries(feed: Feed, entries) -> list[EntryView]:
             entries.values_list("seq", "kind", "updated", "title", "record__key")]
 
 
+# Rendered pages by ETag: the ETag covers everything a page shows, so a page rendered once
+# is served again until what it shows changes (rendering one takes tens of milliseconds).
+rendered = PageCache(max(settings.FEEDPUB_PAGE_CACHE_BYTES // 8, 1))
+
+
 class _HTMLPage(Document):
     content_type = HTML_TYPE
     honours_if_modified_since = False
@@ -109,7 +115,12 @@ class _HTMLPage(Document):
         raise NotImplementedError
 
     def body(self) -> bytes:
-        return render_to_string(self.template, self.context()).encode()
+        etag = self.etag()
+        body = rendered.get(etag)
+        if body is None:
+            body = render_to_string(self.template, self.context()).encode()
+            rendered.put(etag, body, size=len(body))
+        return body
 
 
 def feed_context(feed: Feed) -> dict:

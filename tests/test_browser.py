@@ -23,7 +23,7 @@ from archives.sealing import seal_feed
 
 from .factories import record_data
 
-# For a person to look at after a run (the brief names this place; override with the env).
+# Screenshots for a person to look at after a run (FEEDPUB_SHOTS_DIR moves them).
 SHOTS = Path(os.environ.get("FEEDPUB_SHOTS_DIR", "/tmp/feedpub-shots"))  # noqa: S108
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",

@@ -8,6 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 import feedparser
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from lxml import etree, html
 
@@ -410,3 +412,14 @@ def test_the_admins_feed_page_shows_the_chart(admin_client, feed):
     assert root.xpath("//img/@src") == [f"{BASE}/feeds/books/activity.svg"]
     assert other.slug not in " ".join(root.xpath("//img/@src"))
     assert admin_client.get("/admin/archives/feed/add/").status_code == 200
+
+
+def test_a_rendered_page_is_served_again_without_rendering_until_it_changes(client, sealed_feed):
+    first = client.get("/feeds/books/?format=html")
+    with CaptureQueriesContext(connection) as queries:
+        again = client.get("/feeds/books/?format=html")
+
+    assert again.content == first.content
+    assert len(queries) == 1  # the feed's row, for the ETag
+    publishing.put_record(feed=sealed_feed, key="k9", data=record_data(9))
+    assert "Record 9" in text(page(client.get("/feeds/books/?format=html")))
