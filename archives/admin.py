@@ -47,7 +47,7 @@ class FeedAdmin(admin.ModelAdmin):
     list_display = ["slug", "title", "record_count", "entry_count", "page_count", "page_size",
                     "last_updated", "subscription"]
     search_fields = ["slug", "title"]
-    readonly_fields = ["uuid", "last_seq", "last_updated", "sealed_pages", "created"]
+    readonly_fields = ["uuid", "last_seq", "last_updated", "sealed_pages", "created", "activity"]
     actions = ["seal_now"]
 
     def get_queryset(self, request):
@@ -68,6 +68,15 @@ class FeedAdmin(admin.ModelAdmin):
     @admin.display(description="subscription document")
     def subscription(self, feed: Feed):
         return _link(atom.subscription_url(feed.slug), "Atom")
+
+    @admin.display(description="activity")
+    def activity(self, feed: Feed):
+        if feed.pk is None:
+            return "-"
+        chart = atom.url("archives:activity", feed.slug)
+        return format_html('<a href="{}"><img src="{}" alt="Entries per day" width="570" '
+                           'height="225"></a><br>{}', chart, chart,
+                           _link(atom.html_url(atom.subscription_url(feed.slug)), "feed page"))
 
     def get_readonly_fields(self, request, obj=None):
         # Archive URIs and page ranges are promised forever (Feed.frozen_fields).

@@ -23,4 +23,7 @@ urlpatterns = [
     path("feeds/<slug:slug>/snapshots/<uuid:snapshot_id>/", views.snapshot, name="snapshot"),
     path("feeds/<slug:slug>/snapshots/<uuid:snapshot_id>/pages/<int:number>",
          views.snapshot_page, name="snapshot-page"),
+    # Pages for people (the feed, archive page and record URLs also answer HTML).
+    path("feeds/<slug:slug>/search", views.search, name="search"),
+    path("feeds/<slug:slug>/activity.svg", views.activity, name="activity"),
 ]

@@ -20,12 +20,13 @@ from django.http import (
 )
 from django.shortcuts import render
 from django.urls import reverse
-from django.utils.cache import get_conditional_response, patch_vary_headers
+from django.utils.cache import get_conditional_response
 from django.utils.http import parse_header_parameters
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_safe
 
-from . import documents, fastsql
+from . import documents, fastsql, htmlpages
+from .activity import ActivityChart
 from .documents import (
     ArchiveDocument,
     Document,
@@ -36,6 +37,7 @@ from .documents import (
     SubscriptionDocument,
 )
 from .models import ArchivePage, Feed, Record, Snapshot, SnapshotPage
+from .negotiation import negotiated
 from .validation import clean_key
 
 MAX_PAGE_NUMBER = 2**31 - 1  # the column's range: no page can have a larger number
@@ -54,20 +56,27 @@ def index(request: HttpRequest) -> HttpResponse:
 
 
 @read_only
-def subscription(request: HttpRequest, slug: str) -> HttpResponse:
+@negotiated("atom", "html")
+def subscription(request: HttpRequest, slug: str, format: str | None) -> HttpResponse:
     try:
         document = SubscriptionDocument.for_slug(slug)
     except Feed.DoesNotExist:
         raise Http404(f"No feed {slug!r}") from None
+    if format == "html":
+        document = htmlpages.FeedPage(document, page=request.GET.get("page"))
     return serve(request, document)
 
 
 @read_only
-def archive(request: HttpRequest, slug: str, number: int) -> HttpResponse:
+@negotiated("atom", "html")
+def archive(request: HttpRequest, slug: str, number: int, format: str | None) -> HttpResponse:
     if not 1 <= number <= MAX_PAGE_NUMBER:
         raise Http404(f"There is no archive page {number}")
     try:
-        document = ArchiveDocument.for_page(slug, number)
+        if format == "html":
+            document = htmlpages.ArchivePageHTML.for_page(slug, number, read_at=documents.now())
+        else:
+            document = ArchiveDocument.for_page(slug, number)
     except ArchivePage.DoesNotExist:
         raise Http404(f"Feed {slug!r} has no archive page {number}") from None
     return serve(request, document)
@@ -149,19 +158,41 @@ def archive_by_date(request: HttpRequest, slug: str, year: str, month: str, day:
 
 
 @read_only
-def record(request: HttpRequest, slug: str, key: str) -> HttpResponse:
+@negotiated("atom", "json", "html")
+def record(request: HttpRequest, slug: str, key: str, format: str | None) -> HttpResponse:
     try:
         document = RecordDocument.for_key(slug, clean_key(key))
     except (ValidationError, Record.DoesNotExist):  # no record can have an invalid key
         raise Http404(f"Feed {slug!r} has no record {key!r}") from None
+    if format == "html":
+        page = htmlpages.RecordPage(document, page=request.GET.get("page"))
+        if document.record.is_deleted:  # its history, with the Atom URL's status
+            return HttpResponseGone(page.body(), content_type=page.content_type,
+                                    headers={"Cache-Control": page.cache_control()})
+        return serve(request, page)
     if document.record.is_deleted:
         return HttpResponseGone(f"Record {key!r} was deleted.", content_type="text/plain")
-    wants = request.get_preferred_type([RecordDocument.content_type, "application/json"])
-    if wants == "application/json" or request.GET.get("format") == "json":
-        document = document.as_json()
-    response = serve(request, document)
-    patch_vary_headers(response, ["Accept"])
-    return response
+    if format is None and request.get_preferred_type(
+            [RecordDocument.content_type, "application/json"]) == "application/json":
+        format = "json"
+    return serve(request, document.as_json() if format == "json" else document)
+
+
+@read_only
+def search(request: HttpRequest, slug: str) -> HttpResponse:
+    """Records of a feed whose key or title contains `q`, for people."""
+    context = htmlpages.search(_feed_or_404(slug), request.GET.get("q", ""),
+                               request.GET.get("page"))
+    return _short_lived(render(request, "archives/search.html", context,
+                               status=400 if context.get("invalid") else 200))
+
+
+@read_only
+def activity(request: HttpRequest, slug: str) -> HttpResponse:
+    try:
+        return serve(request, ActivityChart.for_slug(slug))
+    except Feed.DoesNotExist:
+        raise Http404(f"No feed {slug!r}") from None
 
 
 def accepts_gzip(request: HttpRequest) -> bool:

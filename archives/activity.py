@@ -1,0 +1,211 @@
+"""A feed's activity chart: entries per day (or week, month, year for long-lived feeds),
+creates, updates and deletes stacked, as an SVG rendered here (/feeds/<slug>/activity.svg).
+
+The counts come from one GROUP BY over the feed's entries (any database Django runs on);
+the chart has at most about MAX_BARS bars whatever the feed's age, and is rendered again
+only when the feed has new entries (its ETag is the feed's counters').
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import date, datetime, timedelta
+from pathlib import Path
+
+from django.db.models import Count
+from django.db.models.functions import TruncDay, TruncMonth, TruncWeek, TruncYear
+from lxml import etree
+
+from . import atom, fastsql
+from .documents import Document, inputs_etag, now
+from .models import Entry, Feed
+from .pagecache import PageCache
+
+SVG_TYPE = "image/svg+xml"
+SVG_NS = "http://www.w3.org/2000/svg"
+RENDERER = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+MAX_BARS = 120
+KINDS = [  # stacked bottom to top; Okabe-Ito colours, told apart with colour-blindness too
+    (Entry.Kind.CREATE, "created", "#009E73"),
+    (Entry.Kind.UPDATE, "updated", "#0072B2"),
+    (Entry.Kind.DELETE, "deleted", "#D55E00"),
+]
+WIDTH, HEIGHT = 760, 300
+LEFT, RIGHT, TOP, BOTTOM = 52, 40, 44, 44
+
+
+def _next_month(day: date, months: int) -> date:
+    months += day.month - 1
+    return date(day.year + months // 12, months % 12 + 1, 1)
+
+
+class Unit:
+    """A bar's width in time: how the database groups entries and how days fall in bars."""
+
+    def __init__(self, name: str, trunc, days: int, label: str):
+        self.name, self.trunc, self.days, self.label = name, trunc, days, label
+
+    def start(self, day: date) -> date:
+        if self.name == "week":
+            return day - timedelta(days=day.weekday())  # ISO weeks, as TruncWeek
+        if self.name == "month":
+            return day.replace(day=1)
+        if self.name == "year":
+            return day.replace(month=1, day=1)
+        return day
+
+    def after(self, start: date) -> date:
+        if self.name in {"day", "week"}:
+            return start + timedelta(days=self.days)
+        return _next_month(start, 1 if self.name == "month" else 12)
+
+
+UNITS = [Unit("day", TruncDay, 1, "%Y-%m-%d"), Unit("week", TruncWeek, 7, "%Y-%m-%d"),
+         Unit("month", TruncMonth, 31, "%Y-%m"), Unit("year", TruncYear, 366, "%Y")]
+
+
+def unit_for(first: date, last: date) -> Unit:
+    """The narrowest bar that keeps the chart to about MAX_BARS bars."""
+    span = (last - first).days + 1
+    return next((unit for unit in UNITS if span <= unit.days * MAX_BARS), UNITS[-1])
+
+
+def counts(feed: Feed) -> tuple[Unit, list[tuple[date, dict[str, int]]]]:
+    """The feed's entries per bar and kind, every bar from the first entry's to the last's
+    (empty ones too)."""
+    first = Entry.objects.filter(feed=feed, seq=1).values_list("updated", flat=True).first()
+    if first is None:
+        return UNITS[0], []
+    unit = unit_for(first.date(), feed.last_updated.date())
+    grouped = (Entry.objects.filter(feed=feed).order_by()  # no Meta ordering in the GROUP BY
+               .annotate(bar=unit.trunc("updated")).values_list("bar", "kind")
+               .annotate(n=Count("*")))
+    found: dict[date, dict[str, int]] = {}
+    for bar, kind, n in grouped:
+        found.setdefault(bar.date() if isinstance(bar, datetime) else bar, {})[kind] = n
+    bars, start, last = [], unit.start(first.date()), unit.start(feed.last_updated.date())
+    while start <= last:
+        bars.append((start, found.get(start, {})))
+        start = unit.after(start)
+    return unit, bars
+
+
+def _nice_ceiling(value: int) -> int:
+    """The smallest of 1, 2, 4, 6, 8, 10, 20, 40, ... at least `value` (even, past 1: the
+    axis is labelled at its half)."""
+    scale = 1
+    while True:
+        for step in (1, 2, 4, 6, 8):
+            if step * scale >= value:
+                return step * scale
+        scale *= 10
+
+
+def render(feed: Feed) -> bytes:
+    unit, bars = counts(feed)
+    totals = {kind: sum(bar.get(kind, 0) for _, bar in bars) for kind, _, _ in KINDS}
+    summary = (f"Entries per {unit.name} of the feed {feed.title}: "
+               + ", ".join(f"{totals[kind]} {label}" for kind, label, _ in KINDS))
+    svg = etree.Element(f"{{{SVG_NS}}}svg", nsmap={None: SVG_NS}, width=str(WIDTH),
+                        height=str(HEIGHT), viewBox=f"0 0 {WIDTH} {HEIGHT}", role="img",
+                        style="font-family:system-ui,sans-serif;font-size:12px")
+    svg.set("aria-labelledby", "chart-title")
+    _element(svg, "title", summary, id="chart-title")
+    _legend(svg, totals)
+    plot_width, plot_height, bottom = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM, HEIGHT - BOTTOM
+    if not bars:
+        _element(svg, "text", "No entries yet", x=str(WIDTH // 2), y=str(HEIGHT // 2),
+                 **{"text-anchor": "middle"})
+        return etree.tostring(svg, xml_declaration=True, encoding="utf-8")
+    top_value = _nice_ceiling(max(sum(bar.values()) for _, bar in bars) or 1)
+    for value in (0, top_value // 2, top_value) if top_value > 1 else (0, top_value):
+        y = bottom - plot_height * value / top_value
+        _element(svg, "line", x1=str(LEFT), x2=str(WIDTH - RIGHT), y1=f"{y:.1f}", y2=f"{y:.1f}",
+                 stroke="#ccc")
+        _element(svg, "text", str(value), x=str(LEFT - 6), y=f"{y + 4:.1f}",
+                 **{"text-anchor": "end"})
+    _element(svg, "text", f"entries per {unit.name}", x="14", y=str(TOP + plot_height // 2),
+             transform=f"rotate(-90 14 {TOP + plot_height // 2})", **{"text-anchor": "middle"})
+    width = plot_width / len(bars)
+    bar_width = min(width * 0.8, 48)  # a few bars stay bars, not walls
+    for index, (start, bar) in enumerate(bars):
+        if not bar:
+            continue
+        group = etree.SubElement(svg, f"{{{SVG_NS}}}g")
+        _element(group, "title", f"{start.strftime(unit.label)}: "
+                 + ", ".join(f"{bar.get(kind, 0)} {label}" for kind, label, _ in KINDS))
+        y = bottom
+        for kind, _, colour in KINDS:
+            height = plot_height * bar.get(kind, 0) / top_value
+            if height:
+                y -= height
+                _element(group, "rect", x=f"{LEFT + (index + 0.5) * width - bar_width / 2:.2f}",
+                         y=f"{y:.2f}", width=f"{bar_width:.2f}", height=f"{height:.2f}",
+                         fill=colour)
+    for index in sorted({round(k * (len(bars) - 1) / 5) for k in range(6)}):
+        x = LEFT + (index + 0.5) * width
+        _element(svg, "line", x1=f"{x:.1f}", x2=f"{x:.1f}", y1=str(bottom),
+                 y2=str(bottom + 4), stroke="#555")
+        _element(svg, "text", bars[index][0].strftime(unit.label), x=f"{x:.1f}",
+                 y=str(bottom + 18), **{"text-anchor": "middle"})
+    _element(svg, "line", x1=str(LEFT), x2=str(WIDTH - RIGHT), y1=str(bottom), y2=str(bottom),
+             stroke="#555")
+    _element(svg, "text", f"{unit.name} (UTC)", x=str(LEFT + plot_width // 2),
+             y=str(HEIGHT - 6), **{"text-anchor": "middle"})
+    return etree.tostring(svg, xml_declaration=True, encoding="utf-8")
+
+
+def _legend(svg: etree._Element, totals: dict[str, int]) -> None:
+    x = LEFT
+    for kind, label, colour in KINDS:
+        _element(svg, "rect", x=str(x), y="12", width="12", height="12", fill=colour)
+        text = f"{label} ({totals[kind]})"
+        _element(svg, "text", text, x=str(x + 18), y="22")
+        x += 40 + 8 * len(text)
+
+
+def _element(parent: etree._Element, name: str, text: str | None = None, **attributes: str):
+    element = etree.SubElement(parent, f"{{{SVG_NS}}}{name}", attributes)
+    element.text = text
+    return element
+
+
+# The newest chart of each feed, trusted while its ETag is current.
+charts = PageCache(8 * 1024 * 1024)
+
+
+class ActivityChart(Document):
+    """/feeds/<slug>/activity.svg. Entries are never changed or removed, so the feed's
+    counters stand for them; revalidated by ETag only."""
+
+    content_type = SVG_TYPE
+    honours_if_modified_since = False
+
+    def __init__(self, feed: Feed, *, read_at: datetime):
+        super().__init__(read_at=read_at)
+        self.feed = feed
+
+    @classmethod
+    def for_slug(cls, slug: str) -> ActivityChart:
+        """Raises Feed.DoesNotExist."""
+        read_at = now()
+        return cls(fastsql.feed_by_slug(slug), read_at=read_at)
+
+    def etag(self) -> str:
+        feed = self.feed
+        return inputs_etag("activity", RENDERER, feed.uuid, feed.title, feed.last_seq,
+                           feed.last_updated)
+
+    def last_modified(self) -> None:
+        return None
+
+    def links(self) -> list[tuple[str, str]]:
+        return [("up", atom.html_url(atom.subscription_url(self.feed.slug)))]
+
+    def body(self) -> bytes:
+        cached = charts.get(self.feed.slug)
+        if cached is not None and cached[0] == self.etag():
+            return cached[1]
+        body = render(self.feed)
+        charts.put(self.feed.slug, (self.etag(), body), size=len(body))
+        return body

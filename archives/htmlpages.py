@@ -1,0 +1,322 @@
+"""Pages for people: the HTML renderings of a feed, an archive page and a record, and the
+feed search. Browsers get them at the documents' own URLs (archives/negotiation.py) or with
+`?format=html`.
+
+Each page is a Document (archives/documents.py) like the Atom it stands beside: it owns its
+inputs, its ETag (a hash of them, distinct from the Atom variant's) and its bytes. Pages are
+revalidated by ETag only and carry no Last-Modified: what they show (which page holds an
+entry, the feed's current title) changes without a stored date of its own.
+
+Everything shown comes from producers and is escaped by the templates; a producer's link
+is a link only when it is http(s).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import NamedTuple
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.core.paginator import Page, Paginator
+from django.db.models import Q
+from django.template.loader import render_to_string
+
+from . import activity, atom
+from .documents import Document, RecordDocument, SubscriptionDocument, inputs_etag
+from .models import ArchivePage, Entry, Feed, Record
+from .pagecache import PageCache
+
+HTML_TYPE = "text/html; charset=utf-8"
+TEMPLATES = Path(settings.BASE_DIR) / "templates" / "archives"
+# What the pages depend on besides data: these templates and modules (in every ETag).
+PAGES_RENDERER = hashlib.sha256(b"".join(
+    path.read_bytes() for path in sorted([*TEMPLATES.glob("*.html"), Path(__file__),
+                                          Path(activity.__file__)]))).hexdigest()
+
+RECENT_ENTRIES = 20  # the feed's page shows at least this many of the newest entries...
+MAX_RECENT_ENTRIES = 100  # ...and the unsealed ones, up to this many
+ARCHIVE_PAGES_PER_PAGE = 50
+HISTORY_PER_PAGE = 100
+SEARCH_RESULTS_PER_PAGE = 50
+SEARCH_LIMIT = 1000  # matches listed at most; a longer list asks for a narrower query
+MAX_QUERY_LENGTH = 200  # a record key's max length
+
+# Formats that other branches add: their routes are not on this branch yet, so their
+# paths are literal here. MERGE: switch to atom.url("archives:complete" / "archives:paged"
+# / "archives:rss", slug) once those routes exist.
+PENDING_FORMATS = [
+    ("Complete feed", "/feeds/{slug}/complete/",
+     "RFC 5005 complete feed: one entry per live record"),
+    ("Paged feed", "/feeds/{slug}/paged/", "RFC 5005 paged feed, newest first"),
+    ("RSS 2.0", "/feeds/{slug}/rss/", "the subscription document as RSS 2.0"),
+]
+
+
+def html_link(href: str) -> str | None:
+    """A producer's href, if a browser may follow it: only http(s) (no javascript:)."""
+    try:
+        return href if urlsplit(href).scheme.lower() in {"http", "https"} else None
+    except ValueError:
+        return None
+
+
+class EntryView(NamedTuple):
+    """An entry as a page lists it, with where people read its record and its page."""
+
+    seq: int
+    kind: str
+    updated: datetime
+    title: str
+    key: str
+    record_page: str
+    held_in: str
+    held_in_page: str
+
+    @classmethod
+    def of(cls, feed: Feed, seq: int, kind: str, updated: datetime, title: str, key: str):
+        if seq <= feed.sealed_seq:
+            number = (seq - 1) // feed.page_size + 1
+            held_in, url = f"archive page {number}", atom.archive_url(feed.slug, number)
+        else:
+            held_in, url = "subscription document", atom.subscription_url(feed.slug)
+        return cls(seq, kind, updated, title, key,
+                   atom.html_url(atom.record_url(feed.slug, key)), held_in, atom.html_url(url))
+
+
+def _entries(feed: Feed, entries) -> list[EntryView]:
+    return [EntryView.of(feed, *row) for row in
+            entries.values_list("seq", "kind", "updated", "title", "record__key")]
+
+
+# Rendered pages by ETag: the ETag covers everything a page shows, so a page rendered once
+# is served again until what it shows changes (rendering one takes tens of milliseconds).
+rendered = PageCache(max(settings.FEEDPUB_PAGE_CACHE_BYTES // 8, 1))
+
+
+class _HTMLPage(Document):
+    content_type = HTML_TYPE
+    honours_if_modified_since = False
+    template = ""
+
+    def last_modified(self) -> None:
+        return None  # ETag only: see the module docstring
+
+    def inputs(self) -> tuple:
+        raise NotImplementedError
+
+    def etag(self) -> str:
+        return inputs_etag(type(self).__name__, PAGES_RENDERER, *self.inputs())
+
+    def context(self) -> dict:
+        raise NotImplementedError
+
+    def body(self) -> bytes:
+        etag = self.etag()
+        body = rendered.get(etag)
+        if body is None:
+            body = render_to_string(self.template, self.context()).encode()
+            rendered.put(etag, body, size=len(body))
+        return body
+
+
+def feed_context(feed: Feed) -> dict:
+    """What every page of a feed shows in its head."""
+    return {"feed": feed, "feed_page": atom.html_url(atom.subscription_url(feed.slug)),
+            "subscription": atom.subscription_url(feed.slug),
+            "search": atom.url("archives:search", feed.slug)}
+
+
+class _SealedPages:
+    """A feed's archive pages, newest first, as a sequence Paginator can slice: the count
+    is the feed's own counter and a slice is one query by (feed, number)."""
+
+    def __init__(self, feed: Feed):
+        self.feed = feed
+
+    def __len__(self) -> int:
+        return self.feed.sealed_pages
+
+    def __getitem__(self, window: slice):
+        newest = self.feed.sealed_pages
+        return list(
+            ArchivePage.objects.filter(feed=self.feed, number__lte=newest - window.start,
+                                       number__gt=newest - window.stop)
+            .order_by("-number")
+            .values("number", "first_seq", "last_seq", "first_updated", "last_updated"))
+
+
+class FeedPage(_HTMLPage):
+    """The subscription document's page for people: the feed, its newest changes, its
+    archive pages and every format it is served in."""
+
+    template = "archives/feed.html"
+
+    def __init__(self, subscription: SubscriptionDocument, *, page: str | None):
+        super().__init__(read_at=subscription.read_at)
+        self.subscription, self.feed, self.page = subscription, subscription.feed, page
+
+    def inputs(self) -> tuple:
+        # The subscription's inputs (the feed's description and counters) say which
+        # entries and pages exist; sealed pages and entries never change.
+        return (self.subscription.etag(), self.page)
+
+    def links(self) -> list[tuple[str, str]]:
+        return self.subscription.links()
+
+    def context(self) -> dict:
+        feed = self.feed
+        unsealed = feed.last_seq - feed.sealed_seq
+        shown = min(max(unsealed, RECENT_ENTRIES), MAX_RECENT_ENTRIES)
+        recent = Entry.objects.filter(feed=feed, seq__gt=feed.last_seq - shown).order_by("-seq")
+        pages = Paginator(_SealedPages(feed), ARCHIVE_PAGES_PER_PAGE).get_page(self.page)
+        return {
+            **feed_context(feed),
+            "recent": _entries(feed, recent),
+            "unsealed": unsealed,
+            "unshown": max(unsealed - shown, 0),
+            "pages": _with_urls(feed, pages),
+            "formats": self.formats(),
+            "activity": atom.url("archives:activity", feed.slug),
+        }
+
+    def formats(self) -> list[tuple[str, str, str]]:
+        slug = self.feed.slug
+        record = atom.record_url(slug, "KEY")
+        return [
+            ("Atom subscription", atom.subscription_url(slug),
+             "subscribe to this in a feed reader; follow prev-archive to the oldest page"),
+            ("Atom archive pages", atom.archive_url(slug, 1).replace("/1/", "/N/"),
+             "sealed pages, 1 = oldest; immutable once the next page is sealed"),
+            ("Archive pages by date", atom.absolute(f"/feeds/{slug}/archives/YYYY/MM/DD/"),
+             "redirects to the first page with an entry at or after that day (UTC)"),
+            ("Linked pages", atom.url("archives:linked-latest", slug),
+             "datareplication linked-pages feed (multipart/mixed)"),
+            ("Snapshots", atom.url("archives:snapshot-latest", slug),
+             "the live records at one moment, where a linked-pages replica starts"),
+            ("Record", record, "each record as an Atom entry; ?format=json for JSON"),
+            ("REST API", atom.absolute("/api/"), "JSON; writes need a token"),
+            *[(name, atom.absolute(path.format(slug=slug)), what)
+              for name, path, what in PENDING_FORMATS],
+        ]
+
+
+def _with_urls(feed: Feed, pages: Page) -> Page:
+    for page in pages.object_list:
+        page["url"] = atom.html_url(atom.archive_url(feed.slug, page["number"]))
+    return pages
+
+
+class ArchivePageHTML(_HTMLPage):
+    """An archive page's page for people: its entries in the Atom page's order."""
+
+    template = "archives/archive.html"
+
+    def __init__(self, feed: Feed, page: ArchivePage, *, read_at: datetime):
+        super().__init__(read_at=read_at)
+        self.feed, self.page = feed, page
+
+    @classmethod
+    def for_page(cls, slug: str, number: int, *, read_at: datetime) -> ArchivePageHTML:
+        """Raises ArchivePage.DoesNotExist."""
+        page = (ArchivePage.objects.select_related("feed").defer("body", "multipart")
+                .get(feed__slug=slug, number=number))
+        return cls(page.feed, page, read_at=read_at)
+
+    def inputs(self) -> tuple:
+        feed = self.feed
+        # The Atom page's ETag covers its entries and its next-archive link; the feed's
+        # description is shown as it is now.
+        return (self.page.etag, feed.slug, feed.title, feed.subtitle, feed.author,
+                feed.language, feed.page_size, feed.sealed_pages)
+
+    def links(self) -> list[tuple[str, str]]:
+        return atom.archive_links(self.feed.slug, self.page.number, has_next=self.page.has_next)
+
+    def context(self) -> dict:
+        feed, page = self.feed, self.page
+        entries = Entry.objects.filter(feed=feed, seq__gte=page.first_seq,
+                                       seq__lte=page.last_seq).order_by("-seq")
+        number = page.number
+        return {
+            **feed_context(feed),
+            "page": page,
+            "entries": _entries(feed, entries),
+            "atom": atom.archive_url(feed.slug, number),
+            "previous": atom.html_url(atom.archive_url(feed.slug, number - 1))
+            if number > 1 else None,
+            "next": atom.html_url(atom.archive_url(feed.slug, number + 1))
+            if page.has_next else None,
+        }
+
+
+class RecordPage(_HTMLPage):
+    """A record's page for people: the record and its whole history. A deleted record's
+    page is still there (served with 410, as its Atom URL is)."""
+
+    template = "archives/record.html"
+
+    def __init__(self, record_document: RecordDocument, *, page: str | None):
+        super().__init__(read_at=record_document.read_at)
+        self.record_document, self.record, self.page = record_document, record_document.record, page
+
+    def inputs(self) -> tuple:
+        feed = self.record.feed
+        # Every write to the record moves its `updated` (and adds to its history); seals
+        # move its entries from the subscription to archive pages.
+        return (*self.record_document.inputs(), feed.title, feed.subtitle, feed.page_size,
+                feed.sealed_pages, self.record.deleted_at, self.page)
+
+    def links(self) -> list[tuple[str, str]]:
+        return self.record_document.links()
+
+    def context(self) -> dict:
+        record, feed = self.record, self.record.feed
+        url = atom.record_url(feed.slug, record.key)
+        history = Paginator(record.entries.order_by("-seq").values_list(
+            "seq", "kind", "updated", "title", "record__key"), HISTORY_PER_PAGE
+        ).get_page(self.page)
+        history.object_list = [EntryView.of(feed, *row) for row in history.object_list]
+        return {
+            **feed_context(feed),
+            "record": record,
+            "metadata": _metadata(record.metadata),
+            "links": [{**link, "url": html_link(link.get("href", ""))} for link in record.links],
+            "history": history,
+            "atom": url + "?format=atom",
+            "json": url + "?format=json",
+        }
+
+
+def _metadata(metadata) -> dict:
+    """A flat object as name/value pairs (a definition list), anything else as JSON."""
+    if isinstance(metadata, dict) and all(
+            value is None or isinstance(value, str | int | float | bool)
+            for value in metadata.values()):
+        return {"pairs": [(name, value if isinstance(value, str) else json.dumps(value))
+                          for name, value in metadata.items()]}
+    return {"json": json.dumps(metadata, ensure_ascii=False, indent=2, sort_keys=True)}
+
+
+def search(feed: Feed, query: str, page: str | None) -> dict:
+    """The context of the search page: records whose key or title contains `query`."""
+    context = {**feed_context(feed), "query": query, "max_length": MAX_QUERY_LENGTH}
+    query = query.strip()
+    if not query:
+        return {**context, "message": "Type part of a record's key or title to search for."}
+    if len(query) > MAX_QUERY_LENGTH:
+        return {**context, "message": f"That is {len(query)} characters long; a search "
+                f"is at most {MAX_QUERY_LENGTH} (the longest a key can be).", "invalid": True}
+    matches = (Record.objects.filter(feed=feed)
+               .filter(Q(key__icontains=query) | Q(title__icontains=query))
+               .order_by("key").values_list("key", "title", "deleted_at"))[:SEARCH_LIMIT]
+    results = Paginator(matches, SEARCH_RESULTS_PER_PAGE).get_page(page)
+    results.object_list = [
+        {"key": key, "title": title, "deleted": deleted_at is not None,
+         "url": atom.html_url(atom.record_url(feed.slug, key))}
+        for key, title, deleted_at in results.object_list]
+    return {**context, "results": results,
+            "more": results.paginator.count == SEARCH_LIMIT}

@@ -1,0 +1,67 @@
+"""Which representation of a feed, archive page or record URL a request gets.
+
+People's browsers get HTML, feed readers get Atom exactly as before. A request prefers
+HTML when it says `?format=html`, or when the most preferred type of its Accept header
+(highest q-value; ties go to the one named first) is text/html or application/xhtml+xml.
+Browsers name text/html first; feed readers name Atom or XML first, or send `*/*`, `text/*`
+or no Accept at all, and keep getting Atom.
+
+Django's `request.accepted_types` is not used for the choice: it ranks ties by specificity
+(`*/*, text/html` would put text/html first), where we go by the order the client wrote.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.http.request import MediaType
+from django.utils.cache import patch_vary_headers
+
+HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+
+
+class UnknownFormat(ValueError):
+    pass
+
+
+def prefers_html(accept: str) -> bool:
+    """Whether an Accept header's most preferred type is HTML."""
+    ranges = [media for part in accept.split(",")
+              if part.strip() and (media := MediaType(part)).quality > 0]
+    if not ranges:
+        return False
+    best = max(ranges, key=lambda media: media.quality)  # max() keeps the first of a tie
+    return f"{best.main_type}/{best.sub_type}".lower() in HTML_TYPES
+
+
+def chosen_format(request: HttpRequest, offered: tuple[str, ...]) -> str | None:
+    """The format a request asks for: `?format=` (one of `offered`, else UnknownFormat),
+    else "html" when its Accept prefers HTML, else None: the URL's own default."""
+    asked = request.GET.get("format")
+    if asked is not None:
+        if asked not in offered:
+            raise UnknownFormat(f"Unknown format {asked!r}: this URL serves "
+                                + ", ".join(f"?format={name}" for name in offered) + ".")
+        return asked
+    return "html" if prefers_html(request.headers.get("Accept", "")) else None
+
+
+def negotiated(*offered: str) -> Callable:
+    """Pass the view the chosen format (`format=`), answer 400 to an unknown `?format=`,
+    and mark every answer `Vary: Accept`: caches must keep browsers' and feed readers'
+    copies apart."""
+    def decorate(view: Callable) -> Callable:
+        @wraps(view)
+        def negotiating(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+            try:
+                chosen = chosen_format(request, offered)
+            except UnknownFormat as error:
+                response = HttpResponseBadRequest(str(error), content_type="text/plain")
+            else:
+                response = view(request, *args, format=chosen, **kwargs)
+            patch_vary_headers(response, ["Accept"])
+            return response
+        return negotiating
+    return decorate

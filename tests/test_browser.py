@@ -1,0 +1,159 @@
+"""A real browser (headless Chromium) reads the pages for people from the live server:
+with its own Accept header, so these also prove that a browser is given HTML at the very
+URLs feed readers get Atom from. Screenshots go to /tmp/feedpub-shots/ for a person to look at.
+
+Without Chromium these tests skip; with FEEDPUB_REQUIRE_CHROMIUM set (.ci/run sets it) they
+fail instead, so that CI never passes without having run them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from urllib.parse import urlencode, urljoin
+
+import pytest
+from lxml import html
+
+from archives import publishing
+from archives.models import Feed
+from archives.sealing import seal_feed
+
+from .factories import record_data
+
+# Screenshots for a person to look at after a run (FEEDPUB_SHOTS_DIR moves them).
+SHOTS = Path(os.environ.get("FEEDPUB_SHOTS_DIR", "/tmp/feedpub-shots"))  # noqa: S108
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--hide-scrollbars"]
+
+
+@pytest.fixture(scope="session")
+def chromium_binary() -> str:
+    binary = shutil.which("chromium") or shutil.which("chromium-browser")
+    if binary is None:
+        message = "needs Chromium (Debian: apt-get install -y chromium)"
+        if os.environ.get("FEEDPUB_REQUIRE_CHROMIUM"):
+            pytest.fail(f"{message}; FEEDPUB_REQUIRE_CHROMIUM is set, so this is an error")
+        pytest.skip(message)
+    return binary
+
+
+@pytest.fixture
+def browser(chromium_binary, tmp_path):
+    """Runs Chromium on a URL: `dump(url)` is the DOM it built, `shoot(url, name)` a PNG."""
+    profile = tmp_path / "profile"
+
+    def run(*args: str) -> str:
+        done = subprocess.run(  # noqa: S603 (our own arguments)
+            [chromium_binary, *FLAGS, f"--user-data-dir={profile}", *args],
+            capture_output=True, text=True, timeout=120, check=True)
+        return done.stdout
+
+    class Browser:
+        @staticmethod
+        def dump(url: str):
+            return html.fromstring(run("--dump-dom", url))
+
+        @staticmethod
+        def shoot(url: str, name: str) -> Path:
+            SHOTS.mkdir(exist_ok=True)
+            path = SHOTS / f"{name}.png"
+            path.unlink(missing_ok=True)
+            run(f"--screenshot={path}", "--window-size=1280,900", url)
+            return path
+
+    return Browser
+
+
+@pytest.fixture
+def site(live_server, settings, transactional_db):
+    """A feed with sealed pages, a deletion and a hostile title, served by the live server
+    (whose address is the base URL of every link)."""
+    settings.FEEDPUB_BASE_URL = live_server.url
+    feed = publishing.create_feed(slug="books", title="Books of the world",
+                                  subtitle="A test catalogue", page_size=3, language="en-GB")
+    for n in range(1, 6):
+        publishing.put_record(feed=feed, key=f"book-{n}", data=record_data(n))
+    publishing.put_record(feed=feed, key="book-1", data=record_data(
+        1, title="<script>alert(1)</script> Renamed", metadata={"year": 1999, "pages": 320}))
+    publishing.delete_record(feed=feed, key="book-2")
+    seal_feed(feed)
+    return Feed.objects.get(slug="books"), live_server.url
+
+
+def visible(element) -> str:
+    """The text a person reads in an element (of a page: its body, not its <style>)."""
+    body = element.find("body")
+    return " ".join(" ".join((element if body is None else body).itertext()).split())
+
+
+def test_a_browser_gets_the_feeds_page_at_the_feed_url(browser, site):
+    feed, base = site
+    root = browser.dump(f"{base}/feeds/books/")
+
+    assert root.get("lang") == "en-GB"
+    assert root.findtext(".//h1") == "Books of the world"
+    assert "A test catalogue" in visible(root)
+    assert root.xpath("//script") == []
+    assert "<script>alert(1)</script> Renamed" in visible(root)
+    assert root.xpath("//link[@type='application/atom+xml']/@href") == [f"{base}/feeds/books/"]
+    pages = root.xpath("//h2[.='Archive pages']/following-sibling::table[1]//a/@href")
+    assert pages == [f"{base}/feeds/books/archives/2/?format=html",
+                     f"{base}/feeds/books/archives/1/?format=html"]
+    assert browser.shoot(f"{base}/feeds/books/", "feed").stat().st_size > 10_000
+
+
+def test_its_links_lead_to_archive_and_record_pages(browser, site):
+    feed, base = site
+    front = browser.dump(f"{base}/feeds/books/")
+    archive_href = front.xpath("//a[.='Page 1']/@href")[0]
+    archive = browser.dump(archive_href)
+
+    assert "Archive page 1" in visible(archive)
+    assert archive.xpath("//table/tbody/tr/td[1]/text()") == ["3", "2", "1"]
+    record_href = archive.xpath("//table/tbody/tr[3]//a/@href")[0]  # entry 1: book-1
+    record = browser.dump(record_href)
+    assert record.findtext(".//h1") == "<script>alert(1)</script> Renamed"
+    assert dict(zip(record.xpath("//dl[2]/dt/text()"), record.xpath("//dl[2]/dd/text()"),
+                    strict=True)) == {"year": "1999", "pages": "320"}
+    history = record.xpath("//h2[.='History']/following-sibling::table[1]/tbody/tr/td[1]/text()")
+    assert history == ["6", "1"]
+    assert browser.shoot(archive_href, "archive").stat().st_size > 10_000
+    assert browser.shoot(record_href, "record").stat().st_size > 10_000
+
+
+def test_a_deleted_records_page_says_so(browser, site):
+    feed, base = site
+    root = browser.dump(f"{base}/feeds/books/records/book-2")
+
+    assert "was deleted" in visible(root)
+    assert root.xpath("//h2[.='History']/following-sibling::table[1]/tbody/tr/td[2]//text()") \
+        == ["delete", "create"]
+
+
+def test_the_search_form_finds_a_record(browser, site):
+    feed, base = site
+    front = browser.dump(f"{base}/feeds/books/")
+    form = front.xpath("//form[@role='search']")[0]
+    field = form.xpath(".//input[@type='search']")[0]
+    assert form.get("method") == "get"
+    # What the browser requests when a person types "renamed" and presses Search.
+    results = browser.dump(urljoin(f"{base}/feeds/books/", form.get("action"))
+                           + "?" + urlencode({field.get("name"): "renamed"}))
+
+    rows = results.xpath("//table/tbody/tr")
+    assert [row.xpath("td[2]/code/text()")[0] for row in rows] == ["book-1"]
+    assert "live" in visible(rows[0])
+    found = browser.dump(rows[0].xpath(".//a/@href")[0])
+    assert found.findtext(".//h1") == "<script>alert(1)</script> Renamed"
+
+
+def test_the_activity_chart_renders(browser, site):
+    feed, base = site
+    root = browser.dump(f"{base}/feeds/books/activity.svg")
+
+    assert "created (5)" in " ".join(root.itertext())
+    assert browser.shoot(f"{base}/feeds/books/activity.svg", "chart").stat().st_size > 3_000
