@@ -41,6 +41,10 @@ DOCUMENTS = ["/feeds/books/", "/feeds/books/archives/1/", "/feeds/books/archives
 SVG = "{http://www.w3.org/2000/svg}"
 
 
+def varies_on(response) -> set[str]:
+    return {name.strip() for name in response["Vary"].split(",")}
+
+
 def get(client, url, accept=None, **headers):
     if accept is not None:
         headers["HTTP_ACCEPT"] = accept
@@ -67,7 +71,7 @@ def test_browsers_get_a_page_for_people(client, sealed_feed, url, accept):
     root = page(response)
     assert root.get("lang") == "en"
     assert "Books" in text(root)
-    assert response["Vary"] == "Accept"
+    assert "Accept" in varies_on(response)
     assert response["Cache-Control"] == "public, max-age=60"
 
 
@@ -81,7 +85,7 @@ def test_feed_readers_get_the_same_atom_bytes(client, sealed_feed, url, accept):
     assert response["Content-Type"].startswith("application/atom+xml")
     assert response.content == plain.content
     assert response["ETag"] == plain["ETag"]
-    assert response["Vary"] == plain["Vary"] == "Accept"
+    assert "Accept" in varies_on(response) & varies_on(plain)
 
 
 @pytest.mark.parametrize("url", DOCUMENTS)
@@ -104,7 +108,7 @@ def test_the_html_variant_has_its_own_etag_and_answers_304(client, sealed_feed, 
     assert first["ETag"] != atom["ETag"]
     assert "Last-Modified" not in first  # revalidated by ETag only
     assert again.status_code == browser.status_code == 304
-    assert again["Vary"] == browser["Vary"] == "Accept"
+    assert "Accept" in varies_on(again) & varies_on(browser)
     assert client.get(url, HTTP_IF_NONE_MATCH=first["ETag"]).status_code == 200  # Atom
 
 
@@ -122,7 +126,7 @@ def test_json_and_gone_records_vary_on_accept_too(client, sealed_feed):
     gone = client.get("/feeds/books/records/k2")
 
     assert as_json["Content-Type"] == "application/json"
-    assert as_json["Vary"] == gone["Vary"] == "Accept"
+    assert "Accept" in varies_on(as_json) & varies_on(gone)
     assert gone.status_code == 410
 
 
@@ -262,7 +266,7 @@ def test_a_deleted_records_page_is_gone_but_shows_its_history(client, sealed_fee
     response = get(client, "/feeds/books/records/k2", FIREFOX)
 
     assert response.status_code == 410
-    assert response["Vary"] == "Accept"
+    assert "Accept" in varies_on(response)
     root = page(response)
     assert "was deleted" in text(root)
     history = root.xpath("//h2[.='History']/following-sibling::table[1]/tbody/tr/td[2]//text()")
