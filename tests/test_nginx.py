@@ -178,6 +178,22 @@ def test_documents_are_gzipped_once_and_revalidate_in_either_encoding(deployed):
         assert again.status == 304, describe(again)
 
 
+BROWSER_ACCEPT = ("text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,"
+                  "image/webp,*/*;q=0.8")
+
+
+def test_people_and_readers_each_get_their_variant_from_the_cache(deployed):
+    feed = FeedFactory(slug="deployed", page_size=3)
+    write(feed, range(6))
+    for _ in range(2):  # filled, then both from the cache, neither evicting the other
+        page = deployed.request(PAGE_1, {"Accept": BROWSER_ACCEPT})
+        atom = deployed.request(PAGE_1)
+    assert page.header("Content-Type").startswith("text/html")
+    assert atom.header("Content-Type").startswith("application/atom+xml")
+    assert (page.header("X-Cache-Status"), atom.header("X-Cache-Status")) == ("HIT", "HIT")
+    assert "Accept" in page.header("Vary") and "Accept" in atom.header("Vary")
+
+
 # The proxy's own behaviour, in front of a stub upstream --------------------------------
 
 STUB_DATE = "Mon, 01 Jan 2024 00:00:00 GMT"
