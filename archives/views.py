@@ -30,6 +30,8 @@ from .documents import (
     Document,
     LinkedPageDocument,
     RecordDocument,
+    RssArchiveDocument,
+    RssSubscriptionDocument,
     SnapshotIndexDocument,
     SnapshotPageDocument,
     SubscriptionDocument,
@@ -161,6 +163,26 @@ def record(request: HttpRequest, slug: str, key: str) -> HttpResponse:
     response = serve(request, document)
     patch_vary_headers(response, ["Accept"])
     return response
+
+
+@read_only
+def rss_subscription(request: HttpRequest, slug: str) -> HttpResponse:
+    try:
+        document = RssSubscriptionDocument.for_slug(slug)
+    except Feed.DoesNotExist:
+        raise Http404(f"No feed {slug!r}") from None
+    return serve(request, document)
+
+
+@read_only
+def rss_archive(request: HttpRequest, slug: str, number: int) -> HttpResponse:
+    if not 1 <= number <= MAX_PAGE_NUMBER:
+        raise Http404(f"There is no archive page {number}")
+    try:
+        document = RssArchiveDocument.for_page(slug, number)
+    except ArchivePage.DoesNotExist:
+        raise Http404(f"Feed {slug!r} has no archive page {number}") from None
+    return serve(request, document)
 
 
 def serve(request: HttpRequest, document: Document) -> HttpResponse:
