@@ -145,6 +145,11 @@ class SubscriptionDocument(Document):
     kind = "subscription"
     render = staticmethod(atom.render_subscription)
     feed_links = staticmethod(atom.subscription_links)
+    # The feed's columns its bytes show: with content_updated, its ETag's inputs. (The
+    # entries sealed_seq+1..last_seq never change once written, so their range stands
+    # for them.)
+    shown = ("uuid", "slug", "title", "subtitle", "author", "language", "page_size",
+             "sealed_pages", "last_seq")
 
     def __init__(self, feed: Feed, *, read_at: datetime):
         super().__init__(read_at=read_at)
@@ -160,11 +165,9 @@ class SubscriptionDocument(Document):
     @cached_property
     def _etag(self) -> str:
         feed = self.feed
-        # The entries sealed_seq+1..last_seq never change once written, so their range
-        # stands for them; content_updated is the updated of an empty document.
-        return inputs_etag(self.kind, feed.uuid, feed.slug, feed.title, feed.subtitle,
-                           feed.author, feed.language, feed.page_size, feed.sealed_pages,
-                           feed.last_seq, feed.content_updated)
+        # content_updated is the updated of an empty document.
+        return inputs_etag(self.kind, *(getattr(feed, name) for name in self.shown),
+                           feed.content_updated)
 
     def etag(self) -> str:
         return self._etag
@@ -532,6 +535,8 @@ class RssSubscriptionDocument(SubscriptionDocument):
     kind = "rss-subscription"
     render = staticmethod(rss.render_subscription)
     feed_links = staticmethod(rss.subscription_links)
+    # RSS 2.0 has no author of a channel (managingEditor is an email address).
+    shown = tuple(name for name in SubscriptionDocument.shown if name != "author")
 
 
 class RssArchiveDocument(Document):
