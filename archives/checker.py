@@ -532,9 +532,9 @@ def fetch_start(client: HttpClient, url: str) -> Response:
 def check_feed(url: str, *, limits: Limits | None = None, state_path: str | None = None,
                sample: int = 5, http_checks: bool = True,
                format: str | None = None) -> CheckResult:
-    """Check the feed at `url`: an Atom subscription document, or a linked-pages entry point
-    (told by `format`, else by its Content-Type). Raises CheckFailed when it cannot even
-    start. `sample` is for Atom feeds (their alternate links)."""
+    """Check the feed at `url`: an Atom or RSS 2.0 subscription document, or a linked-pages
+    entry point (told by `format`, else by its Content-Type). Raises CheckFailed when it
+    cannot even start. `sample` is for Atom and RSS feeds (their alternate links)."""
     if format not in (None, ATOM, LINKED_PAGES, RSS):
         raise ValueError(f"unknown format {format!r}")
     client = HttpClient(limits)
