@@ -247,7 +247,7 @@ class ArchivePageAdmin(ReadOnlyAdmin):
 
     def get_queryset(self, request):
         # The frozen bodies are large and never shown here.
-        return super().get_queryset(request).defer("body")
+        return super().get_queryset(request).defer("body", "multipart", "rss")
 
     @admin.display(description="document")
     def document(self, page: ArchivePage):

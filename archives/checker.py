@@ -5,7 +5,8 @@ and forward along every `next-archive` it meets, and returns one Problem per vio
 each naming the URL it concerns. With a state file it also remembers a hash of every
 archive page, so a later run can tell when a published page changed other than by gaining
 its `next-archive` link. Like the harvester it works against any server. A linked-pages
-feed (told by its multipart Content-Type) is checked by archives/linkedchecker.py.
+feed (told by its multipart Content-Type) is checked by archives/linkedchecker.py; an RSS
+2.0 archived feed (application/rss+xml) by archives/rsschecker.py, the same walk.
 """
 
 from __future__ import annotations
@@ -50,6 +51,13 @@ NAVIGATION_RELS = ("self", "current", "prev-archive", "next-archive")
 ATOM_MEDIA_TYPE = "application/atom+xml"
 STATE_VERSION = 1
 MAX_SCHEMA_ERRORS = 5  # per document: one broken template can produce thousands
+RSS = "rss"  # RSS 2.0 archived feeds (RFC 5005 Appendix B): archives/rsschecker.py
+
+
+def is_rss(response: Response) -> bool:
+    """An RSS feed by its Content-Type (one served as plain XML needs --format rss)."""
+    content_type = (response.header("Content-Type") or "").split(";")[0].strip().lower()
+    return content_type == "application/rss+xml"
 
 
 @dataclass(frozen=True, order=True)
@@ -179,6 +187,10 @@ class HttpChecks:
 
 
 class Checker(HttpChecks):
+    # The format it reads (archives/rsschecker.py reads RSS 2.0 with the same walk).
+    format = ATOM
+    media_type = ATOM_MEDIA_TYPE
+
     def __init__(self, *, client: HttpClient | None = None, state_path: str | None = None,
                  sample: int = 5, http_checks: bool = True, seed: int = 5005):
         super().__init__(client=client)
@@ -242,9 +254,9 @@ class Checker(HttpChecks):
 
     def _accept(self, url: str, response: Response) -> Page:
         try:
-            document = parse_document(response.body, url, base=response.url)
+            document = self.parse(response.body, url, base=response.url)
         except DocumentError as error:
-            self._problem(url, "atom.xml", str(error))
+            self._problem(url, f"{self.format}.xml", str(error))
             document = None
         page = Page(url, response, document)
         self.pages[url] = page
@@ -256,6 +268,9 @@ class Checker(HttpChecks):
         return page
 
     # One document ------------------------------------------------------------------
+
+    def parse(self, body: bytes, url: str, *, base: str) -> AtomDocument:
+        return parse_document(body, url, base=base)
 
     def _check_document(self, page: Page) -> None:
         document, url = page.document, page.url
@@ -311,9 +326,9 @@ class Checker(HttpChecks):
     def _check_http(self, page: Page) -> None:
         url, response, document = page.url, page.response, page.document
         content_type = (response.header("Content-Type") or "").split(";")[0].strip().lower()
-        if content_type != ATOM_MEDIA_TYPE:
+        if content_type != self.media_type:
             self._problem(url, "http.content-type",
-                          f"Content-Type is {content_type or 'missing'}, not {ATOM_MEDIA_TYPE}")
+                          f"Content-Type is {content_type or 'missing'}, not {self.media_type}")
         # An ETag is required; Last-Modified is only a SHOULD (RFC 9110 8.8.2), and a server
         # may rightly leave it out while a document can still change within its second.
         if not response.header("ETag"):
@@ -431,7 +446,7 @@ class Checker(HttpChecks):
     def _check_immutability(self) -> None:
         if self.state_path is None:
             return
-        state = load_state(self.state_path, ATOM)
+        state = load_state(self.state_path, self.format)
         for page in self.pages.values():
             if page.document is None or not page.document.is_archive:
                 continue
@@ -469,8 +484,9 @@ def content_hash(body: bytes) -> str:
         # Under a DTD libxml2's C14N writes stray xmlns="" attributes: canonicalize the
         # document as it reads with its entities expanded, without the DTD.
         root = etree.fromstring(etree.tostring(root), _HASH_PARSER)  # noqa: S320
-    for link in root.findall(f"{A}link[@rel='next-archive']"):
-        root.remove(link)
+    # Atom's links are the feed's children, RSS's the channel's (RFC 5005 Appendix B).
+    for link in root.xpath("(.|channel)/a:link[@rel='next-archive']", namespaces={"a": A[1:-1]}):
+        link.getparent().remove(link)
     try:
         canonical = etree.tostring(root, method="c14n")
     except etree.C14NError:  # e.g. a relative namespace URI, which C14N 1.0 refuses
@@ -529,15 +545,15 @@ def fetch_start(client: HttpClient, url: str) -> Response:
 def check_feed(url: str, *, limits: Limits | None = None, state_path: str | None = None,
                sample: int = 5, http_checks: bool = True,
                format: str | None = None, progress: tqdm | None = None) -> CheckResult:
-    """Check the feed at `url`: an Atom subscription document, or a linked-pages entry point
-    (told by `format`, else by its Content-Type). Raises CheckFailed when it cannot even
-    start. `sample` is for Atom feeds (their alternate links). `progress`: a tqdm bar the
-    caller shows, advanced by one per document checked."""
-    if format not in (None, ATOM, LINKED_PAGES):
+    """Check the feed at `url`: an Atom or RSS 2.0 subscription document, or a linked-pages
+    entry point (told by `format`, else by its Content-Type). Raises CheckFailed when it
+    cannot even start. `sample` is for Atom and RSS feeds (their alternate links).
+    `progress`: a tqdm bar the caller shows, advanced by one per document checked."""
+    if format not in (None, ATOM, LINKED_PAGES, RSS):
         raise ValueError(f"unknown format {format!r}")
     client = HttpClient(limits)
     first = fetch_start(client, url)
-    kind = format or (LINKED_PAGES if is_multipart(first) else ATOM)
+    kind = format or (LINKED_PAGES if is_multipart(first) else RSS if is_rss(first) else ATOM)
     if state_path is not None:
         load_state(state_path, kind)  # fail before walking, not after
     if kind == LINKED_PAGES:
@@ -545,6 +561,13 @@ def check_feed(url: str, *, limits: Limits | None = None, state_path: str | None
 
         checker = linkedchecker.LinkedChecker(client=client, state_path=state_path,
                                               http_checks=http_checks)
+        checker.progress = progress
+        return checker.run(url, first)
+    if kind == RSS:
+        from .rsschecker import RssChecker  # built on this module: imported when needed
+
+        checker = RssChecker(client=client, state_path=state_path, sample=sample,
+                             http_checks=http_checks)
         checker.progress = progress
         return checker.run(url, first)
     checker = Checker(client=client, state_path=state_path, sample=sample,

@@ -35,7 +35,7 @@ from uuid import UUID
 from django.conf import settings
 from django.utils.http import http_date
 
-from . import atom, fastsql, formats, linkedpages, validation
+from . import atom, fastsql, formats, linkedpages, rss, validation
 from .formats import rfc3339
 from .models import ArchivePage, Feed, Record, Snapshot, SnapshotPage
 from .pagecache import PageCache
@@ -46,8 +46,8 @@ JSON_TYPE = "application/json"
 # What rendering depends on besides data: the renderer itself. A release that renders
 # differently changes every ETag (so no cache keeps old bytes as current) and moves the
 # Last-Modified of documents rendered per request to no earlier than its files.
-_RENDERERS = [Path(module.__file__) for module in (atom, linkedpages, formats, validation)] + [
-    Path(__file__)]
+_RENDERERS = [Path(module.__file__)
+              for module in (atom, linkedpages, formats, validation, rss)] + [Path(__file__)]
 RENDERER = hashlib.sha256(b"".join(path.read_bytes() for path in _RENDERERS)).hexdigest()
 RENDERER_MODIFIED = datetime.fromtimestamp(max(path.stat().st_mtime for path in _RENDERERS),
                                            tz=UTC)
@@ -163,6 +163,17 @@ subscription_bodies = PageCache(max(settings.FEEDPUB_PAGE_CACHE_BYTES // 8, 1))
 class SubscriptionDocument(Document):
     """/feeds/<slug>/: the unsealed entries, newest first."""
 
+    # What tells this document's renderings apart from its twins' (RssSubscriptionDocument):
+    # in its ETag and its cache key.
+    kind = "subscription"
+    render = staticmethod(atom.render_subscription)
+    feed_links = staticmethod(atom.subscription_links)
+    # The feed's columns its bytes show: with content_updated, its ETag's inputs. (The
+    # entries sealed_seq+1..last_seq never change once written, so their range stands
+    # for them.)
+    shown = ("uuid", "slug", "title", "subtitle", "author", "language", "page_size",
+             "sealed_pages", "last_seq")
+
     def __init__(self, feed: Feed, *, read_at: datetime):
         super().__init__(read_at=read_at)
         self.feed = feed
@@ -177,11 +188,9 @@ class SubscriptionDocument(Document):
     @cached_property
     def _etag(self) -> str:
         feed = self.feed
-        # The entries sealed_seq+1..last_seq never change once written, so their range
-        # stands for them; content_updated is the updated of an empty document.
-        return inputs_etag("subscription", feed.uuid, feed.slug, feed.title, feed.subtitle,
-                           feed.author, feed.language, feed.page_size, feed.sealed_pages,
-                           feed.last_seq, feed.content_updated)
+        # content_updated is the updated of an empty document.
+        return inputs_etag(self.kind, *(getattr(feed, name) for name in self.shown),
+                           feed.content_updated)
 
     def etag(self) -> str:
         return self._etag
@@ -190,16 +199,17 @@ class SubscriptionDocument(Document):
         return max(self.feed.subscription_modified, RENDERER_MODIFIED)
 
     def links(self) -> list[tuple[str, str]]:
-        return atom.subscription_links(self.feed)
+        return self.feed_links(self.feed)
 
     def body(self) -> bytes:
         feed = self.feed
-        cached = subscription_bodies.get(feed.slug)
+        key = (self.kind, feed.slug)
+        cached = subscription_bodies.get(key)
         if cached is not None and cached.etag == self.etag():
             return cached.body
         rows = atom.entry_rows(feed, feed.sealed_seq + 1, feed.last_seq, newest_first=True)
-        body = atom.render_subscription(feed, rows)
-        subscription_bodies.put(feed.slug, _Rendered(self.etag(), body), size=len(body))
+        body = self.render(feed, rows)
+        subscription_bodies.put(key, _Rendered(self.etag(), body), size=len(body))
         return body
 
 
@@ -536,3 +546,88 @@ class SnapshotPageDocument(Document):
 
     def body(self) -> bytes:
         return bytes(self.page.body)
+
+
+# RSS 2.0 twins (RFC 5005 Appendix B) ------------------------------------------------------
+
+class RssSubscriptionDocument(SubscriptionDocument):
+    """/feeds/<slug>/rss/: the subscription document's RSS 2.0 twin (archives/rss.py), from
+    the same inputs: rendered per request, cached while its ETag is current."""
+
+    content_type = rss.RSS_TYPE
+    kind = "rss-subscription"
+    render = staticmethod(rss.render_subscription)
+    feed_links = staticmethod(rss.subscription_links)
+    # RSS 2.0 has no author of a channel (managingEditor is an email address).
+    shown = tuple(name for name in SubscriptionDocument.shown if name != "author")
+
+
+class RssArchiveDocument(Document):
+    """/feeds/<slug>/archives/<n>/rss/: archive page n's RSS 2.0 twin, served from the bytes
+    frozen with the page (ArchivePage.rss) and given its next-archive link with it. A page
+    sealed before those were stored (migration 0007) is rendered from its entries, as the
+    sealer's backfill will store it, and carries no Last-Modified (and is not final) until
+    then: its bytes are not frozen yet."""
+
+    content_type = rss.RSS_TYPE
+
+    def __init__(self, slug: str, number: int, *, body: bytes, has_next: bool,
+                 modified: datetime, frozen: bool, read_at: datetime):
+        super().__init__(read_at=read_at)
+        self.slug, self.number, self.has_next = slug, number, has_next
+        self._body, self._modified, self.frozen = body, modified, frozen
+        self.final = has_next and frozen
+        self._etag = bytes_etag(body)
+
+    @classmethod
+    def for_page(cls, slug: str, number: int) -> RssArchiveDocument:
+        """Raises ArchivePage.DoesNotExist. A final twin is kept in memory from then on."""
+        cached = final_pages.get(("rss", slug, number))
+        if cached is not None:
+            return cached
+        read_at = now()
+        body, has_next, modified = (
+            ArchivePage.objects.filter(feed__slug=slug, number=number)
+            .values_list("rss", "has_next", "modified").get()
+        )
+        frozen = body is not None
+        body = bytes(body) if frozen else cls.render_unfrozen(slug, number)
+        page = cls(slug, number, body=body, has_next=has_next, modified=modified,
+                   frozen=frozen, read_at=read_at)
+        if page.final and page.last_modified() is not None:
+            page.headers()  # built once, before it is shared
+            final_pages.put(("rss", slug, number), page, size=len(body))
+        return page
+
+    @staticmethod
+    def render_unfrozen(slug: str, number: int) -> bytes:
+        """The twin of a page sealed before twins were stored, from its stored entries."""
+        page = ArchivePage.objects.select_related("feed").defer(
+            "body", "multipart").get(feed__slug=slug, number=number)
+        rows = atom.entry_rows(page.feed, page.first_seq, page.last_seq)
+        return RssArchiveDocument.freeze(page.feed, number, rows, has_next=page.has_next)
+
+    @staticmethod
+    def freeze(feed: Feed, number: int, rows: list[atom.EntryRow], *, has_next: bool) -> bytes:
+        """The RSS bytes of page `number` of `feed`, holding `rows` (oldest first)."""
+        return rss.render_archive(feed, number, rows, has_next=has_next)
+
+    @staticmethod
+    def link_next(slug: str, number: int, body: bytes) -> bytes:
+        """The twin's bytes once it has its next-archive link."""
+        return rss.add_next_archive(body, rss.rss_archive_url(slug, number + 1))
+
+    def etag(self) -> str:
+        return self._etag
+
+    def modified(self) -> datetime:
+        return self._modified
+
+    def last_modified(self) -> int | None:
+        return super().last_modified() if self.frozen else None
+
+    def links(self) -> list[tuple[str, str]]:
+        return rss.archive_links(self.slug, self.number, has_next=self.has_next)
+
+    def body(self) -> bytes:
+        return self._body

@@ -208,6 +208,10 @@ class ArchivePage(models.Model):
     # The same entries as linked-pages page `number`: a multipart/mixed body, frozen at
     # seal time (archives/linkedpages.py). Its links are headers, so it never changes.
     multipart = models.BinaryField(null=True)
+    # The RSS 2.0 twin of `body` (archives/rss.py), frozen in the same transaction and
+    # given its next-archive link at the same moment. Null on pages sealed before it was
+    # stored (migration 0007) until sealing.freeze_rss_pages backfills it.
+    rss = models.BinaryField(null=True)
 
     class Meta:
         ordering = ["feed", "number"]
@@ -222,6 +226,9 @@ class ArchivePage(models.Model):
             # Serves sealing.freeze_linked_pages: WHERE multipart IS NULL (empty once done)
             models.Index(fields=["feed", "number"], condition=models.Q(multipart__isnull=True),
                          name="page_without_multipart"),
+            # Serves sealing.freeze_rss_pages: WHERE rss IS NULL (empty once done)
+            models.Index(fields=["feed", "number"], condition=models.Q(rss__isnull=True),
+                         name="page_without_rss"),
         ]
 
     def __str__(self) -> str:

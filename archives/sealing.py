@@ -23,7 +23,7 @@ from django.db.models import F, Value
 from django.db.models.functions import Greatest
 
 from . import atom, documents, fastsql, linkedpages
-from .documents import ArchiveDocument
+from .documents import ArchiveDocument, RssArchiveDocument
 from .models import ArchivePage, Feed
 
 logger = logging.getLogger(__name__)
@@ -55,6 +55,10 @@ def seal_all(*, dry_run: bool = False,
             freeze_linked_pages()
         except Exception:  # a backfill must never stop sealing
             logger.exception("freezing linked pages failed; the next pass tries again")
+        try:
+            freeze_rss_pages()
+        except Exception:  # a backfill must never stop sealing
+            logger.exception("freezing RSS twins failed; the next pass tries again")
     sealed = []
     for feed in Feed.objects.all():
         try:
@@ -74,7 +78,7 @@ def seal_feed(
     it sealed. `on_sealed` is told how many pages each committed run sealed (a progress
     bar's caller: a run can take seconds)."""
     sealed: list[SealedPage] = []
-    previous = None  # (number, body) of the last page this call stored
+    previous = None  # (number, (body, rss)) of the last page this call stored
     while max_pages is None or len(sealed) < max_pages:
         feed.refresh_from_db(fields=["last_seq", "sealed_pages", *ArchiveDocument.feed_fields])
         first, last = feed.sealed_pages + 1, feed.full_pages
@@ -121,9 +125,10 @@ def _sealed_page(feed: Feed, number: int) -> SealedPage:
                       number * feed.page_size)
 
 
-def _seal_run(feed: Feed, first: int, last: int, previous) -> list[bytes]:
-    """Render and store pages first..last; their bodies. `previous` is the (number, body)
-    this sealer stored last, which saves reading page first-1 back when it is that page."""
+def _seal_run(feed: Feed, first: int, last: int, previous) -> list[tuple[bytes, bytes]]:
+    """Render and store pages first..last; their (Atom, RSS) bodies. `previous` is the
+    (number, bodies) this sealer stored last, which saves reading page first-1 back when it
+    is that page."""
     size = feed.page_size
     rows = atom.entry_rows(feed, (first - 1) * size + 1, last * size)
     if len(rows) != (last - first + 1) * size or rows[-1].seq != last * size:
@@ -133,10 +138,11 @@ def _seal_run(feed: Feed, first: int, last: int, previous) -> list[bytes]:
         page_rows = rows[(number - first) * size:(number - first + 1) * size]
         body, etag = ArchiveDocument.freeze(feed, number, page_rows, has_next=number < last)
         multipart = linkedpages.render_page(feed, page_rows)
+        rss = RssArchiveDocument.freeze(feed, number, page_rows, has_next=number < last)
         pages.append(ArchivePage(
             feed=feed, number=number, first_seq=page_rows[0].seq, last_seq=page_rows[-1].seq,
             first_updated=page_rows[0].updated, last_updated=page_rows[-1].updated,
-            body=body, etag=etag, has_next=number < last, multipart=multipart,
+            body=body, etag=etag, has_next=number < last, multipart=multipart, rss=rss,
         ))
     try:
         with transaction.atomic():
@@ -158,11 +164,11 @@ def _seal_run(feed: Feed, first: int, last: int, previous) -> list[bytes]:
         raise _LostRace from None
     logger.info("sealed %s pages %s..%s (entries %s..%s)", feed.slug, first, last,
                 (first - 1) * size + 1, last * size)
-    return [page.body for page in pages]
+    return [(page.body, page.rss) for page in pages]
 
 
 PAGE_COLUMNS = ("feed_id", "number", "first_seq", "last_seq", "first_updated", "last_updated",
-                "body", "etag", "has_next", "sealed_at", "modified", "multipart")
+                "body", "etag", "has_next", "sealed_at", "modified", "multipart", "rss")
 
 
 def _insert_pages(pages: list[ArchivePage], now: datetime) -> None:
@@ -173,17 +179,19 @@ def _insert_pages(pages: list[ArchivePage], now: datetime) -> None:
     fastsql.insert(ArchivePage, pages, PAGE_COLUMNS)
 
 
-def _link_previous_page(feed: Feed, number: int, body: bytes | None, now: datetime) -> None:
-    """Add next-archive to page `number`. Only the transaction that stores page
-    number + 1 changes it, so bytes this sealer stored for it are still current."""
-    if body is None:
-        body = bytes(
-            ArchivePage.objects.select_for_update()
-            .values_list("body", flat=True).get(feed=feed, number=number)
-        )
-    body, etag = ArchiveDocument.link_next(feed.slug, number, body)
+def _link_previous_page(feed: Feed, number: int, bodies: tuple[bytes, bytes | None] | None,
+                        now: datetime) -> None:
+    """Add next-archive to page `number` and to its RSS twin. Only the transaction that
+    stores page number + 1 changes them, so bytes this sealer stored are still current.
+    A twin not stored yet (migration 0007) stays so: freeze_rss_pages renders it linked."""
+    if bodies is None:
+        bodies = (ArchivePage.objects.select_for_update()
+                  .values_list("body", "rss").get(feed=feed, number=number))
+    body, etag = ArchiveDocument.link_next(feed.slug, number, bytes(bodies[0]))
+    rss = None if bodies[1] is None else RssArchiveDocument.link_next(
+        feed.slug, number, bytes(bodies[1]))
     ArchivePage.objects.filter(feed=feed, number=number).update(
-        body=body, etag=etag, has_next=True, modified=_no_earlier("modified", now)
+        body=body, etag=etag, has_next=True, rss=rss, modified=_no_earlier("modified", now)
     )
 
 
@@ -205,4 +213,21 @@ def freeze_linked_pages(limit: int = PAGES_PER_RUN) -> int:
         multipart = linkedpages.render_page(page.feed, rows)
         done += ArchivePage.objects.filter(pk=page.pk, multipart__isnull=True).update(
             multipart=multipart)
+    return done
+
+
+def freeze_rss_pages(limit: int = PAGES_PER_RUN) -> int:
+    """Store the RSS twin of up to `limit` pages sealed before twins were stored with every
+    page (migration 0007); how many. Until then the view renders them from the same
+    entries, to the same bytes."""
+    missing = (ArchivePage.objects.filter(rss__isnull=True).select_related("feed")
+               .order_by("feed_id", "number"))  # the partial index's order
+    done = 0
+    for page in missing.defer("body", "multipart")[:limit]:
+        rows = atom.entry_rows(page.feed, page.first_seq, page.last_seq)
+        rss = RssArchiveDocument.freeze(page.feed, page.number, rows, has_next=page.has_next)
+        # Unchanged meanwhile: a page that gained next-archive since it was read is
+        # rendered again on the next pass, with its link.
+        done += ArchivePage.objects.filter(
+            pk=page.pk, rss__isnull=True, has_next=page.has_next).update(rss=rss)
     return done

@@ -23,6 +23,10 @@ urlpatterns = [
     path("feeds/<slug:slug>/snapshots/<uuid:snapshot_id>/", views.snapshot, name="snapshot"),
     path("feeds/<slug:slug>/snapshots/<uuid:snapshot_id>/pages/<int:number>",
          views.snapshot_page, name="snapshot-page"),
+    # RSS 2.0 twins of the subscription document and the archive pages (RFC 5005 App. B).
+    path("feeds/<slug:slug>/rss/", views.rss_subscription, name="rss"),
+    path("feeds/<slug:slug>/archives/<int:number>/rss/", views.rss_archive,
+         name="archive-rss"),
     # Pages for people (the feed, archive page and record URLs also answer HTML).
     path("feeds/<slug:slug>/search", views.search, name="search"),
     path("feeds/<slug:slug>/activity.svg", views.activity, name="activity"),

@@ -32,6 +32,8 @@ from .documents import (
     Document,
     LinkedPageDocument,
     RecordDocument,
+    RssArchiveDocument,
+    RssSubscriptionDocument,
     SnapshotIndexDocument,
     SnapshotPageDocument,
     SubscriptionDocument,
@@ -206,6 +208,26 @@ def accepts_gzip(request: HttpRequest) -> bool:
         except ValueError:
             qualities[name] = 0.0
     return qualities.get("gzip", qualities.get("x-gzip", qualities.get("*", 0.0))) > 0
+
+
+@read_only
+def rss_subscription(request: HttpRequest, slug: str) -> HttpResponse:
+    try:
+        document = RssSubscriptionDocument.for_slug(slug)
+    except Feed.DoesNotExist:
+        raise Http404(f"No feed {slug!r}") from None
+    return serve(request, document)
+
+
+@read_only
+def rss_archive(request: HttpRequest, slug: str, number: int) -> HttpResponse:
+    if not 1 <= number <= MAX_PAGE_NUMBER:
+        raise Http404(f"There is no archive page {number}")
+    try:
+        document = RssArchiveDocument.for_page(slug, number)
+    except ArchivePage.DoesNotExist:
+        raise Http404(f"Feed {slug!r} has no archive page {number}") from None
+    return serve(request, document)
 
 
 def serve(request: HttpRequest, document: Document) -> HttpResponse:

@@ -37,7 +37,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / "bench" / ".work"
 DB_NAME = os.environ.get("BENCH_DB", "bench")
-WEB_PORT, NGINX_PORT, STATIC_PORT = 8101, 8180, 8181
+# Other ports (BENCH_PORTS="web,nginx,static") let two runs share a machine.
+WEB_PORT, NGINX_PORT, STATIC_PORT = (
+    int(port) for port in os.environ.get("BENCH_PORTS", "8101,8180,8181").split(","))
 WEB = f"http://127.0.0.1:{WEB_PORT}"
 NGINX = f"http://127.0.0.1:{NGINX_PORT}"
 
@@ -397,6 +399,7 @@ def measure_reads(seconds: float) -> list[Read]:
         "subscription": f"{WEB}/feeds/bench/",
         "archive": f"{WEB}/feeds/bench/archives/1/",
         "linked": f"{WEB}/feeds/bench/pages/1",
+        "rss archive": f"{WEB}/feeds/bench/archives/1/rss/",
         "date": f"{WEB}/feeds/bench/archives/2000/01/",
         "big first": f"{WEB}/feeds/big/archives/1/",
         "big deep": f"{WEB}/feeds/big/archives/{deep}/",
@@ -409,7 +412,8 @@ def measure_reads(seconds: float) -> list[Read]:
     poll = {"If-None-Match": etag_of(urls["subscription"])}
     archive_304 = {"If-None-Match": etag_of(urls["archive"])}
     print("reads (wrk -t2 -c32)", flush=True)
-    for url in (urls["constant"], urls["archive"], urls["linked"], urls["subscription"],
+    for url in (urls["constant"], urls["archive"], urls["linked"], urls["rss archive"],
+                urls["subscription"],
                 urls["big first"],
                 urls["big deep"], urls["nginx archive"], urls["nginx static"]):
         warm(url)
@@ -423,6 +427,7 @@ def measure_reads(seconds: float) -> list[Read]:
         wrk("archive page, warm", urls["archive"], seconds=seconds),
         wrk("archive page, warm, gzip", urls["archive"], headers=gzip, seconds=seconds),
         wrk("linked page (multipart), warm", urls["linked"], seconds=seconds),
+        wrk("RSS archive page, warm", urls["rss archive"], seconds=seconds),
         wrk("archive page, random of 9,999 (1M feed)", f"{WEB}/", script=str(lua),
             seconds=seconds),
         wrk("304: subscription poll, nothing new", urls["subscription"], headers=poll,
@@ -471,6 +476,8 @@ def report(reads: list[Read], writes: dict, options) -> None:
                / by["nginx: archive page from its cache"].rps, 1.0, "x"),
         Target("warm linked page (multipart) / constant view",
                by["linked page (multipart), warm"].rps / baseline, 0.8, "x"),
+        Target("warm RSS archive page / constant view",
+               by["RSS archive page, warm"].rps / baseline, 0.8, "x"),
         Target("nginx cached archive page / nginx static file",
                by["nginx: archive page from its cache"].rps / static, 0.5, "x"),
         Target("subscription document / Django syndication",

@@ -1,9 +1,11 @@
-"""What storing linked pages costs sealing: the same 20,000 entries sealed twice in one run,
-once as today and once with the linked-pages rendering stubbed out.
+"""What storing linked pages and RSS twins costs sealing: the same 20,000 entries sealed
+in one run as today (Atom, linked pages and RSS), with the RSS rendering stubbed out, and
+with both stubbed out (Atom only).
 
     .venv/bin/python bench/seal_cost.py [--entries 20000]
 
-Uses the PostgreSQL database of bench/snapshot.py (`bench_snapshot`, created if missing).
+Uses the PostgreSQL database of bench/snapshot.py (`bench_snapshot`, or BENCH_SEAL_DB;
+created if missing).
 """
 
 from __future__ import annotations
@@ -17,14 +19,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DATABASE = "bench_snapshot"
+DATABASE = os.environ.get("BENCH_SEAL_DB", "bench_snapshot")
 
 
-def seal(entries: int, *, linked_pages: bool) -> float:
+def seal(entries: int, *, linked_pages: bool, rss_twins: bool) -> float:
     """Entries/s sealing a new feed of `entries` creates, written by COPY."""
     from psycopg.types.json import Jsonb
 
-    from archives import fastsql, linkedpages, publishing, sealing
+    from archives import fastsql, linkedpages, publishing, rss, sealing
     from archives.models import Entry, Feed, Record
 
     feed = publishing.create_feed(slug=f"seal-{time.time_ns()}", title="Sealing cost",
@@ -43,15 +45,18 @@ def seal(entries: int, *, linked_pages: bool) -> float:
     Feed.objects.filter(pk=feed.pk).update(
         last_seq=entries, last_updated=start + timedelta(microseconds=entries))
     feed = Feed.objects.get(pk=feed.pk)
-    render_page = linkedpages.render_page
+    saved = linkedpages.render_page, rss.render_archive, rss.add_next_archive
     if not linked_pages:
         linkedpages.render_page = lambda feed, rows: b""
+    if not rss_twins:
+        rss.render_archive = lambda feed, number, rows, has_next: b""
+        rss.add_next_archive = lambda body, href: body  # (there is nothing to link)
     try:
         began = time.perf_counter()
         sealing.seal_feed(feed)
         return entries / (time.perf_counter() - began)
     finally:
-        linkedpages.render_page = render_page
+        linkedpages.render_page, rss.render_archive, rss.add_next_archive = saved
 
 
 def main() -> None:
@@ -67,10 +72,18 @@ def main() -> None:
     import django
 
     django.setup()
-    for linked_pages in (True, False, True):
-        rate = seal(options.entries, linked_pages=linked_pages)
-        print(f"{'Atom and linked pages' if linked_pages else 'Atom pages only':>22}: "
-              f"{rate:,.0f} entries/s", flush=True)
+    runs = [("Atom, linked pages, RSS", True, True), ("Atom and linked pages", True, False),
+            ("Atom pages only", False, False)]
+    rates: dict[str, list[float]] = {}
+    for name, linked_pages, rss_twins in runs + runs[::-1]:  # each twice, in mirrored order
+        rate = seal(options.entries, linked_pages=linked_pages, rss_twins=rss_twins)
+        rates.setdefault(name, []).append(rate)
+        print(f"{name:>24}: {rate:,.0f} entries/s", flush=True)
+    mean = {name: sum(values) / len(values) for name, values in rates.items()}
+    for name, _, _ in runs:
+        print(f"{name:>24}: mean {mean[name]:,.0f} entries/s, "
+              f"{mean[name] / mean['Atom pages only']:.2f} x Atom only, "
+              f"{mean[name] / mean['Atom and linked pages']:.2f} x Atom and linked pages")
 
 
 if __name__ == "__main__":

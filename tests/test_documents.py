@@ -81,7 +81,8 @@ def fill_pages(feed: Feed, *numbers: int) -> None:
         publishing.put_record(feed=feed, key=f"k{n}", data=record_data(n))
     seal_feed(fresh(feed))
 URLS = ["/feeds/books/", "/feeds/books/archives/1/", "/feeds/books/records/k1",
-        "/feeds/books/records/k1?format=json"]
+        "/feeds/books/records/k1?format=json",
+        "/feeds/books/rss/", "/feeds/books/archives/1/rss/"]
 
 
 @pytest.mark.parametrize("change", CHANGES)

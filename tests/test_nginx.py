@@ -191,7 +191,8 @@ def test_people_and_readers_each_get_their_variant_from_the_cache(deployed):
     assert page.header("Content-Type").startswith("text/html")
     assert atom.header("Content-Type").startswith("application/atom+xml")
     assert (page.header("X-Cache-Status"), atom.header("X-Cache-Status")) == ("HIT", "HIT")
-    assert "Accept" in page.header("Vary") and "Accept" in atom.header("Vary")
+    assert "Accept" in page.header("Vary")
+    assert "Accept" in atom.header("Vary")
 
 
 # The proxy's own behaviour, in front of a stub upstream --------------------------------

@@ -1,5 +1,5 @@
-"""Check that an archived feed (any server) obeys RFC 5005, Atom-PMH, RFC 4287 and HTTP, or
-that a linked-pages feed obeys its rules and HTTP."""
+"""Check that an archived feed (any server) obeys RFC 5005, Atom-PMH, RFC 4287 and HTTP (or,
+in RSS 2.0, RFC 5005 Appendix B), or that a linked-pages feed obeys its rules and HTTP."""
 
 from __future__ import annotations
 
@@ -7,25 +7,26 @@ import sys
 
 from django.core.management.base import BaseCommand
 
-from archives.checker import CheckFailed, check_feed
+from archives.checker import RSS, CheckFailed, check_feed
 from archives.consumer import ATOM, LINKED_PAGES, Limits
 from archives.management.progress import add_progress_argument, progress_bar
 
 
 class Command(BaseCommand):
-    help = ("Walk an archived Atom feed or a linked-pages feed and print one line per "
+    help = ("Walk an archived Atom or RSS 2.0 feed or a linked-pages feed and print one line per "
             "violation, with the URL it concerns. Exit status: 0 clean, 1 violations found, "
             "2 could not run.")
 
     def add_arguments(self, parser):
-        parser.add_argument("url", help="the feed: an Atom subscription document, or a "
+        parser.add_argument("url", help="the feed: an Atom or RSS subscription document, or a "
                                         "linked-pages entry point (feedpub: <feed>/pages/latest)")
-        parser.add_argument("--format", choices=[ATOM, LINKED_PAGES],
+        parser.add_argument("--format", choices=[ATOM, LINKED_PAGES, RSS],
                             help="the feed's format (default: told by its Content-Type)")
         parser.add_argument("--state", help="state file (JSON) of page hashes: a later run "
                                             "flags published pages that changed")
         parser.add_argument("--sample", type=int, default=5,
-                            help="Atom: live entries whose alternate link is fetched (0: none)")
+                            help="Atom, RSS: live entries whose alternate link is fetched "
+                                 "(0: none)")
         parser.add_argument("--no-http", action="store_true",
                             help="skip the HTTP checks (304, HEAD): one request per page")
         parser.add_argument("--max-requests", type=int, default=Limits.max_requests)

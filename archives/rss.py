@@ -1,0 +1,148 @@
+"""The RSS 2.0 twins of the archived feed (RFC 5005 Appendix B), rendered with lxml.
+
+Each twin holds the same entries, in the same order, as its Atom document: the subscription
+twin the unsealed entries, newest first; archive twin n the entries of archive page n.
+RFC 5005's links go in `atom:link` elements of the channel and point at the RSS twins, and
+archive twins carry `fh:archive`. An item's `guid` is its Atom entry's atom:id (so an
+RSS reader deduplicates a record's entries as RFC 5005 asks), never a permalink. Like the
+Atom documents they carry stored data only (never now()): a sealed twin renders the same
+whoever seals it.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from email.utils import format_datetime
+
+from lxml import etree
+
+from .atom import (
+    ATOM_NS,
+    FH_NS,
+    GENERATOR,
+    EntryRow,
+    deletion_summary,
+    html_url,
+    record_url,
+    subscription_url,
+    url,
+)
+from .formats import record_atom_id
+from .models import Entry, Feed
+
+RSS_TYPE = "application/rss+xml; charset=utf-8"
+RSS_MEDIA_TYPE = "application/rss+xml"
+NSMAP = {"atom": ATOM_NS, "fh": FH_NS}
+ATOM_LINK = f"{{{ATOM_NS}}}link"
+FH_ARCHIVE = f"{{{FH_NS}}}archive"
+
+
+def rss_subscription_url(slug: str) -> str:
+    return url("archives:rss", slug)
+
+
+def rss_archive_url(slug: str, number: int) -> str:
+    return url("archives:archive-rss", slug, number)
+
+
+def archive_links(slug: str, number: int, *, has_next: bool) -> list[tuple[str, str]]:
+    """(rel, href) of archive twin `number`: its atom:link elements and its Link header."""
+    links = [("self", rss_archive_url(slug, number)), ("current", rss_subscription_url(slug))]
+    if number > 1:
+        links.append(("prev-archive", rss_archive_url(slug, number - 1)))
+    if has_next:
+        links.append(("next-archive", rss_archive_url(slug, number + 1)))
+    return links
+
+
+def subscription_links(feed: Feed) -> list[tuple[str, str]]:
+    links = [("self", rss_subscription_url(feed.slug)),
+             ("current", rss_subscription_url(feed.slug))]
+    if feed.sealed_pages:
+        links.append(("prev-archive", rss_archive_url(feed.slug, feed.sealed_pages)))
+    return links
+
+
+def rfc822(moment: datetime) -> str:
+    """An RSS date (RFC 822, as RFC 1123 writes it): `Tue, 03 Jun 2003 09:39:21 GMT`."""
+    return format_datetime(moment.astimezone(UTC), usegmt=True)
+
+
+def render_subscription(feed: Feed, rows: list[EntryRow]) -> bytes:
+    """The subscription twin: the unsealed entries, newest first (rows in that order)."""
+    updated = rows[0].updated if rows else feed.content_updated
+    rss, channel = _channel(feed, updated, subscription_links(feed))
+    _add_items(channel, feed, rows)
+    return _serialize(rss)
+
+
+def render_archive(feed: Feed, number: int, rows: list[EntryRow], *, has_next=False) -> bytes:
+    """Archive twin `number`, rows oldest first; items in the Atom page's order. With
+    `has_next` its next-archive link is there from the start, byte for byte where
+    add_next_archive would have put it."""
+    rss, channel = _channel(feed, rows[-1].updated,
+                            archive_links(feed.slug, number, has_next=False))
+    etree.SubElement(channel, FH_ARCHIVE)
+    if has_next:
+        _insert_next_archive(channel, rss_archive_url(feed.slug, number + 1))
+    _add_items(channel, feed, list(reversed(rows)))
+    return _serialize(rss)
+
+
+def add_next_archive(body: bytes, href: str) -> bytes:
+    """The one change a sealed twin may receive: its next-archive link, and nothing else."""
+    rss = etree.fromstring(body)
+    channel = rss.find("channel")
+    if channel.find(f"{ATOM_LINK}[@rel='next-archive']") is not None:
+        return body
+    _insert_next_archive(channel, href)
+    return _serialize(rss)
+
+
+def _insert_next_archive(channel: etree._Element, href: str) -> None:
+    channel.find(FH_ARCHIVE).addprevious(
+        etree.Element(ATOM_LINK, rel="next-archive", type=RSS_MEDIA_TYPE, href=href))
+
+
+def _channel(feed: Feed, updated: datetime, links: list[tuple[str, str]]):
+    rss = etree.Element("rss", version="2.0", nsmap=NSMAP)
+    channel = etree.SubElement(rss, "channel")
+    sub_element = etree.SubElement
+    sub_element(channel, "title").text = feed.title
+    sub_element(channel, "link").text = html_url(subscription_url(feed.slug))
+    # RSS requires a description: the title stands in for a missing subtitle.
+    sub_element(channel, "description").text = feed.subtitle or feed.title
+    sub_element(channel, "language").text = feed.language
+    # The newest entry's time (the Atom twin's atom:updated), never the time of rendering.
+    date = rfc822(updated)
+    sub_element(channel, "pubDate").text = date
+    sub_element(channel, "lastBuildDate").text = date
+    sub_element(channel, "generator").text = GENERATOR
+    for rel, href in links:
+        sub_element(channel, ATOM_LINK, rel=rel, type=RSS_MEDIA_TYPE, href=href)
+    return rss, channel
+
+
+GUID_ATTRIBUTES = {"isPermaLink": "false"}
+
+
+def _add_items(channel: etree._Element, feed: Feed, rows: list[EntryRow]) -> None:
+    # Sealing's hot loop, as atom._add_entries: nothing is looked up twice.
+    base_record_url = record_url(feed.slug, "KEY").removesuffix("KEY")
+    sub_element = etree.SubElement
+    for row in rows:
+        item = sub_element(channel, "item")
+        sub_element(item, "title").text = row.title
+        if row.kind == Entry.Kind.DELETE:
+            # No link: the record's page is gone (410); the description says why.
+            sub_element(item, "description").text = deletion_summary(row.key)
+        else:
+            sub_element(item, "link").text = html_url(base_record_url + row.key)
+            if row.summary:
+                sub_element(item, "description").text = row.summary
+        sub_element(item, "guid", GUID_ATTRIBUTES).text = record_atom_id(feed.uuid, row.key)
+        sub_element(item, "pubDate").text = rfc822(row.updated)
+
+
+def _serialize(root: etree._Element) -> bytes:
+    return etree.tostring(root, xml_declaration=True, encoding="utf-8")
