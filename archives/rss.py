@@ -1,10 +1,13 @@
 """The RSS 2.0 twins of the archived feed (RFC 5005 Appendix B), rendered with lxml.
 
-Each twin holds the same entries, in the same order, as its Atom document: the subscription
-twin the unsealed entries, newest first; archive twin n the entries of archive page n.
-RFC 5005's links go in `atom:link` elements of the channel and point at the RSS twins, and
-archive twins carry `fh:archive`. An item's `guid` is its Atom entry's atom:id (so an
-RSS reader deduplicates a record's entries as RFC 5005 asks), never a permalink. Like the
+Each twin holds the entries of its Atom document, in the same order (the subscription twin
+the unsealed entries, newest first; archive twin n those of archive page n), but only the
+newest of a record's entries within one document. An item's `guid` is its Atom entry's
+atom:id, never a permalink, and RSS allows no guid twice in a channel (the W3C validator's
+"guid values must not be duplicated"); in RSS two items with one guid are duplicates
+(RFC 5005 Appendix B), of which a reader keeps the newer, so the older says nothing a
+reader would keep. RFC 5005's links go in `atom:link` elements of the channel and point at
+the RSS twins, and archive twins carry `fh:archive`. Like the
 Atom documents they carry stored data only (never now()): a sealed twin renders the same
 whoever seals it.
 """
@@ -127,10 +130,15 @@ GUID_ATTRIBUTES = {"isPermaLink": "false"}
 
 
 def _add_items(channel: etree._Element, feed: Feed, rows: list[EntryRow]) -> None:
+    """Items of `rows` (newest first), each record's newest only (see the module docstring)."""
     # Sealing's hot loop, as atom._add_entries: nothing is looked up twice.
     base_record_url = record_url(feed.slug, "KEY").removesuffix("KEY")
     sub_element = etree.SubElement
+    shown = set()
     for row in rows:
+        if row.key in shown:
+            continue
+        shown.add(row.key)
         item = sub_element(channel, "item")
         sub_element(item, "title").text = row.title
         if row.kind == Entry.Kind.DELETE:
