@@ -23,4 +23,8 @@ urlpatterns = [
     path("feeds/<slug:slug>/snapshots/<uuid:snapshot_id>/", views.snapshot, name="snapshot"),
     path("feeds/<slug:slug>/snapshots/<uuid:snapshot_id>/pages/<int:number>",
          views.snapshot_page, name="snapshot-page"),
+    # RFC 5005's complete feed (the live records) and paged feed (the log, newest first).
+    path("feeds/<slug:slug>/complete/", views.complete, name="complete"),
+    path("feeds/<slug:slug>/paged/", views.paged, name="paged"),
+    path("feeds/<slug:slug>/paged/<int:number>/", views.paged_page, name="paged-page"),
 ]

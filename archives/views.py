@@ -27,8 +27,11 @@ from django.views.decorators.http import require_safe
 from . import documents, fastsql
 from .documents import (
     ArchiveDocument,
+    CompleteDocument,
     Document,
     LinkedPageDocument,
+    PagedFeedDocument,
+    PagedPageDocument,
     RecordDocument,
     SnapshotIndexDocument,
     SnapshotPageDocument,
@@ -175,14 +178,49 @@ def serve(request: HttpRequest, document: Document) -> HttpResponse:
         for name, value in headers.items():
             response[name] = value
         return response
-    if request.method == "HEAD" and isinstance(document, SubscriptionDocument):
+    if request.method == "HEAD" and (document.streams
+                                     or isinstance(document, SubscriptionDocument)):
         # (An open linked page is rendered even for HEAD: its boundary, in its
         # Content-Type, comes from its parts.)
         # An empty stream: CommonMiddleware would otherwise claim Content-Length: 0 for
         # a document whose length we do not know without rendering it.
         return StreamingHttpResponse(iter(()), content_type=document.content_type,
                                      headers=headers)
+    if document.streams:  # too large to hold: sent as it is rendered, without a length
+        return StreamingHttpResponse(document.stream(), content_type=document.content_type,
+                                     headers=headers)
     body = document.body()
     headers["Content-Length"] = str(len(body))
     return HttpResponse(b"" if request.method == "HEAD" else body,
                         content_type=document.content_type, headers=headers)
+
+
+# RFC 5005's complete and paged feeds ----------------------------------------------------
+
+@read_only
+def complete(request: HttpRequest, slug: str) -> HttpResponse:
+    try:
+        return serve(request, CompleteDocument.for_slug(slug))
+    except Feed.DoesNotExist:
+        raise Http404(f"No feed {slug!r}") from None
+
+
+@read_only
+def paged(request: HttpRequest, slug: str) -> HttpResponse:
+    try:
+        return serve(request, PagedFeedDocument.for_slug(slug))
+    except Feed.DoesNotExist:
+        raise Http404(f"No feed {slug!r}") from None
+
+
+@read_only
+def paged_page(request: HttpRequest, slug: str, number: int) -> HttpResponse:
+    """Page n of the paged feed: archive page n's entries (the newest are at /paged/)."""
+    if not 1 <= number <= MAX_PAGE_NUMBER:
+        raise Http404(f"There is no paged feed page {number}")
+    try:
+        return serve(request, PagedPageDocument.for_page(slug, number))
+    except ArchivePage.DoesNotExist:
+        newest = reverse("archives:paged", args=[slug])
+        raise Http404(f"Feed {slug!r} has no paged feed page {number} (the newest entries "
+                      f"are at {newest})") from None
