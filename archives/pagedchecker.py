@@ -92,7 +92,10 @@ class PagedChecker(Checker):
         try:
             self._walk_next(url)
             self._check_first_and_last()
-            self._check_alternates()
+            start = self.pages[url].document
+            if start is not None and not start.link("previous"):
+                # Walked from the newest entries: which records are live is known.
+                self._check_alternates()
         except RunLimitReached as error:
             self._stopped(error)
         return self._result(len(self.pages))
