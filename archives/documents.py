@@ -579,17 +579,18 @@ class CompleteDocument(Document):
         records = (Record.objects.filter(feed=feed)  # by the (feed, key) index
                    .filter(Q(deleted_at__isnull=True) | Q(updated__gt=cut_updated))
                    .order_by("key")
-                   .values_list("pk", "key", "title", "summary", "links", "updated", "created"))
+                   .values_list("pk", "key", "title", "summary", "links", "updated"))
         after = None
         while True:
             batch = list((records if after is None else records.filter(key__gt=after))
                          [:self.chunk])
-            for pk, key, title, summary, links, updated, created in batch:
+            for pk, key, title, summary, links, updated in batch:
                 if updated <= cut_updated:
+                    # (metadata and created are not shown in an entry)
                     yield atom.EntryRow(0, LIVE, updated, title, summary, links, key, None,
-                                        created)
+                                        updated)
                 elif (row := _as_of(pk, cut)) is not None:
-                    yield row._replace(key=key, created=created)
+                    yield row
             if len(batch) < self.chunk:
                 return
             after = batch[-1][1]
