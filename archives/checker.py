@@ -532,8 +532,8 @@ def check_feed(url: str, *, limits: Limits | None = None, state_path: str | None
     if kind == ATOM:
         from . import pagedchecker  # built on this module: imported when needed
 
-        special = pagedchecker.checker_for(first, client=client, sample=sample,
-                                           http_checks=http_checks)
+        special = pagedchecker.checker_for(first, client=client, state_path=state_path,
+                                           sample=sample, http_checks=http_checks)
         if special is not None:  # a complete or paged feed
             return special.run(url, first)
     if kind == LINKED_PAGES:

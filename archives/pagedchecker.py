@@ -87,6 +87,9 @@ class PagedChecker(Checker):
     """A paged feed, walked along `next` from the given document to its end."""
 
     def run(self, url: str, first: Response | None = None) -> CheckResult:
+        if self.state_path is not None:
+            self.notes.append("the state file is not used on a paged feed: RFC 5005 promises "
+                              "nothing about the stability of its documents")
         self._accept(url, first)
         self.entries: dict[tuple[str, str], str] = {}
         try:

@@ -169,3 +169,10 @@ def test_it_finds_a_link_header_that_names_other_paged_links(server):
     feed = PagedFeed(server)
     server.documents["/p/1"].extra_headers["Link"] = f'<{server.url("/p/0")}>; rel="next"'
     assert ("http.link-header", "/p/1") in codes(check_feed(feed.url, sample=0))
+
+
+def test_a_state_file_is_noted_as_unused_on_a_paged_feed(server, tmp_path):
+    feed = PagedFeed(server)
+    result = check_feed(feed.url, sample=0, state_path=str(tmp_path / "state.json"))
+    assert result.problems == []
+    assert any("state file is not used" in note for note in result.notes)
