@@ -10,6 +10,7 @@ import json
 from collections.abc import Iterable
 from datetime import datetime
 from functools import lru_cache
+from itertools import islice
 from typing import NamedTuple
 
 from django.conf import settings
@@ -251,3 +252,83 @@ def _text(parent: etree._Element, name: str, text: str, **attributes: str) -> No
 
 def _serialize(root: etree._Element) -> bytes:
     return etree.tostring(root, xml_declaration=True, encoding="utf-8")
+
+
+# RFC 5005's other two kinds of feed: complete (section 2) and paged (section 3) ---------
+
+FH_COMPLETE = f"{{{FH_NS}}}complete"
+# What makes a sealed page an archive document; its paged twin carries paged links instead.
+_ARCHIVE_RELS = ("self", "current", "prev-archive", "next-archive")
+
+
+def complete_links(slug: str) -> list[tuple[str, str]]:
+    return [("self", url("archives:complete", slug))]
+
+
+def render_complete(feed: Feed, rows: Iterable[EntryRow], *, chunk: int = 1000):
+    """The complete feed, in pieces of bytes: its head, then `chunk` entries at a time, so
+    that a million records never make one tree. `rows` are the live records (as active
+    entries); the feed-level updated is the feed's last change, which no record's passes.
+
+    Each piece is what lxml writes for those entries as children of a root declaring the
+    same namespaces as the document's, so the pieces join into the bytes one tree would give.
+    """
+    root = _feed_head(feed, feed.content_updated, complete_links(feed.slug))
+    etree.SubElement(root, FH_COMPLETE)
+    head = _serialize(root)
+    end = b"</feed>"
+    yield head[:-len(end)]
+    rows = iter(rows)
+    while batch := list(islice(rows, chunk)):
+        part = etree.Element(f"{A}feed", nsmap=NSMAP)
+        _add_entries(part, feed, batch)
+        piece = etree.tostring(part, encoding="utf-8")
+        yield piece[piece.index(b">") + 1:-len(end)]  # the children, without the root's tags
+    yield end
+
+
+def paged_url(slug: str, number: int | None = None) -> str:
+    """/paged/ (number None: the first page, newest entries), else /paged/<number>/."""
+    if number is None:
+        return url("archives:paged", slug)
+    return url("archives:paged-page", slug, number)
+
+
+def paged_links(slug: str, number: int | None, *, sealed_pages: int) -> list[tuple[str, str]]:
+    """(rel, href) of a paged feed document, newest first: /paged/ holds the unsealed
+    entries, /paged/<n>/ archive page n's; `next` goes to older entries."""
+    if number is None:
+        links = [("self", paged_url(slug)), ("first", paged_url(slug)),
+                 ("last", paged_url(slug, 1) if sealed_pages else paged_url(slug))]
+        if sealed_pages:
+            links.append(("next", paged_url(slug, sealed_pages)))
+        return links
+    links = [("self", paged_url(slug, number)), ("first", paged_url(slug)),
+             ("last", paged_url(slug, 1))]
+    if number > 1:
+        links.append(("next", paged_url(slug, number - 1)))
+    links.append(("previous", paged_url(slug, number + 1) if number < sealed_pages
+                  else paged_url(slug)))
+    return links
+
+
+def render_paged(feed: Feed, rows: list[EntryRow]) -> bytes:
+    """/paged/: the subscription document's entries (newest first) under paged links."""
+    updated = rows[0].updated if rows else feed.content_updated
+    root = _feed_head(feed, updated, paged_links(feed.slug, None,
+                                                 sealed_pages=feed.sealed_pages))
+    _add_entries(root, feed, rows)
+    return _serialize(root)
+
+
+def paged_from_archive(body: bytes, links: list[tuple[str, str]]) -> bytes:
+    """Archive page bytes as stored (head and entries frozen at sealing) turned into a
+    paged feed document: no fh:archive, and `links` where its archive links were."""
+    root = etree.fromstring(body)
+    old = [link for link in root.iterfind(f"{A}link") if link.get("rel") in _ARCHIVE_RELS]
+    anchor = old[0]
+    for rel, href in links:
+        anchor.addprevious(etree.Element(f"{A}link", rel=rel, type=RECORD_ENTRY_TYPE, href=href))
+    for element in [*old, root.find(f"{{{FH_NS}}}archive")]:
+        root.remove(element)
+    return _serialize(root)

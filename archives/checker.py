@@ -339,13 +339,16 @@ class Checker(HttpChecks):
         self._check_revalidation(url, "If-None-Match", response.etag)
         self._check_head(url, response)
         cache_control = response.cache_control
-        if "immutable" in cache_control and (document is None or not document.is_archive
-                                             or not document.next_archive):
+        if "immutable" in cache_control and not self._may_be_immutable(document):
             self._problem(url, "http.immutable",
                           "Cache-Control immutable on a document that may still change "
                           "(only an archive page with its next-archive link is final)")
         if document is not None and response.header("Link"):
             self._check_link_header(url, response, document)
+
+    def _may_be_immutable(self, document: AtomDocument | None) -> bool:
+        """Only an archive page with its next-archive link is final."""
+        return document is not None and document.is_archive and bool(document.next_archive)
 
     def _check_link_header(self, url: str, response: Response, document: AtomDocument) -> None:
         in_header = {pair for pair in parse_link_header(response.header("Link"), response.url)
@@ -556,6 +559,13 @@ def check_feed(url: str, *, limits: Limits | None = None, state_path: str | None
     kind = format or (LINKED_PAGES if is_multipart(first) else RSS if is_rss(first) else ATOM)
     if state_path is not None:
         load_state(state_path, kind)  # fail before walking, not after
+    if kind == ATOM:
+        from . import pagedchecker  # built on this module: imported when needed
+
+        special = pagedchecker.checker_for(first, client=client, state_path=state_path,
+                                           sample=sample, http_checks=http_checks)
+        if special is not None:  # a complete or paged feed
+            return special.run(url, first)
     if kind == LINKED_PAGES:
         from . import linkedchecker  # built on this module: imported when needed
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
@@ -33,11 +34,12 @@ from typing import NamedTuple
 from uuid import UUID
 
 from django.conf import settings
+from django.db.models import Q
 from django.utils.http import http_date
 
 from . import atom, fastsql, formats, linkedpages, rss, validation
 from .formats import rfc3339
-from .models import ArchivePage, Feed, Record, Snapshot, SnapshotPage
+from .models import ArchivePage, Entry, Feed, Record, Snapshot, SnapshotPage
 from .pagecache import PageCache
 
 IMMUTABLE = "public, max-age=31536000, immutable"
@@ -70,6 +72,7 @@ class Document:
 
     content_type = atom.ATOM_TYPE
     final = False  # its bytes never change again
+    streams = False  # its body comes in pieces, from stream(): see views.serve
     # Answer If-Modified-Since (else only If-None-Match): see the module docstring.
     honours_if_modified_since = True
 
@@ -628,6 +631,175 @@ class RssArchiveDocument(Document):
 
     def links(self) -> list[tuple[str, str]]:
         return rss.archive_links(self.slug, self.number, has_next=self.has_next)
+
+    def body(self) -> bytes:
+        return self._body
+
+
+# RFC 5005's complete and paged feeds (archives/atom.py renders them) -------------------
+
+class CompleteDocument(Document):
+    """/feeds/<slug>/complete/: one active entry per live record (RFC 5005 section 2,
+    Atom-PMH's complete feed: deleted records are simply absent). Streamed: its size
+    follows the feed's, so it is never held whole, in memory or in a cache.
+
+    The body is exactly the live records as of the feed row read first, the entry
+    (`last_seq`, `last_updated`) its ETag names, however long the stream takes and whatever
+    is written meanwhile. Records are read `chunk` at a time by key, each chunk its own
+    query; a record whose row is still as of that entry (`updated` no later) is shown as
+    it is, and one changed since (created, updated or deleted after it) as its newest entry
+    at or before it says, read from the append-only log. Keys never change and records are
+    never removed, so every record is met exactly once.
+    """
+
+    streams = True
+    chunk = 2000
+
+    def __init__(self, feed: Feed, *, read_at: datetime):
+        super().__init__(read_at=read_at)
+        self.feed = feed
+
+    @classmethod
+    def for_slug(cls, slug: str) -> CompleteDocument:
+        """Raises Feed.DoesNotExist."""
+        read_at = now()
+        return cls(fastsql.feed_by_slug(slug), read_at=read_at)
+
+    @cached_property
+    def _etag(self) -> str:
+        feed = self.feed
+        # Records change only through entries: last_seq stands for all of them.
+        return inputs_etag("complete", feed.uuid, feed.slug, feed.title, feed.subtitle,
+                           feed.author, feed.language, feed.last_seq, feed.content_updated)
+
+    def etag(self) -> str:
+        return self._etag
+
+    def modified(self) -> datetime:
+        # Moves on every write and description change (and on seals, which is harmless).
+        return max(self.feed.subscription_modified, RENDERER_MODIFIED)
+
+    def links(self) -> list[tuple[str, str]]:
+        return atom.complete_links(self.feed.slug)
+
+    def stream(self) -> Iterator[bytes]:
+        return atom.render_complete(self.feed, self._live_rows(), chunk=self.chunk)
+
+    def body(self) -> bytes:
+        return b"".join(self.stream())
+
+    def _live_rows(self) -> Iterator[atom.EntryRow]:
+        feed = self.feed
+        if not feed.last_seq:
+            return
+        cut, cut_updated = feed.last_seq, feed.last_updated
+        # Deleted records are read only if deleted after the cut (maybe live at it).
+        records = (Record.objects.filter(feed=feed)  # by the (feed, key) index
+                   .filter(Q(deleted_at__isnull=True) | Q(updated__gt=cut_updated))
+                   .order_by("key")
+                   .values_list("pk", "key", "title", "summary", "links", "updated"))
+        after = None
+        while True:
+            batch = list((records if after is None else records.filter(key__gt=after))
+                         [:self.chunk])
+            for pk, key, title, summary, links, updated in batch:
+                if updated <= cut_updated:
+                    # (metadata and created are not shown in an entry)
+                    yield atom.EntryRow(0, LIVE, updated, title, summary, links, key, None,
+                                        updated)
+                elif (row := _as_of(pk, cut)) is not None:
+                    yield row
+            if len(batch) < self.chunk:
+                return
+            after = batch[-1][1]
+
+
+LIVE = Entry.Kind.UPDATE  # any kind but a deletion renders as an active entry
+
+
+def _as_of(record_id: int, seq: int) -> atom.EntryRow | None:
+    """A record as its newest entry at or before `seq` left it; None if it did not exist
+    then or was deleted."""
+    row = (Entry.objects.filter(record_id=record_id, seq__lte=seq)  # by (record, seq)
+           .order_by("-seq").values_list(*atom.ENTRY_ROW_COLUMNS).first())
+    if row is None or row[1] == Entry.Kind.DELETE:
+        return None
+    return atom.EntryRow._make(row)
+
+
+class PagedFeedDocument(SubscriptionDocument):
+    """/feeds/<slug>/paged/: the first page of the paged feed (RFC 5005 section 3): the
+    subscription document's entries, newest first, under paged links; `next` leads to
+    the sealed pages' paged twins."""
+
+    @cached_property
+    def _paged_etag(self) -> str:
+        return inputs_etag("paged", self._etag)  # the subscription's inputs, nothing more
+
+    def etag(self) -> str:
+        return self._paged_etag
+
+    def links(self) -> list[tuple[str, str]]:
+        return atom.paged_links(self.feed.slug, None, sealed_pages=self.feed.sealed_pages)
+
+    def body(self) -> bytes:
+        feed, key = self.feed, ("paged", self.feed.slug)
+        cached = subscription_bodies.get(key)
+        if cached is not None and cached.etag == self.etag():
+            return cached.body
+        rows = atom.entry_rows(feed, feed.sealed_seq + 1, feed.last_seq, newest_first=True)
+        body = atom.render_paged(feed, rows)
+        subscription_bodies.put(key, _Rendered(self.etag(), body), size=len(body))
+        return body
+
+
+class PagedPageDocument(Document):
+    """/feeds/<slug>/paged/<n>/: archive page n's entries, newest first, as a paged feed
+    document: its stored bytes (head and entries frozen at sealing) with paged links for
+    its archive links. Only its `previous` link may change (to /paged/<n+1>/ once page
+    n+1 is sealed); from then on it is final, as the archive page is."""
+
+    def __init__(self, slug: str, number: int, *, stored: bytes, stored_etag: str,
+                 has_next: bool, modified: datetime, read_at: datetime):
+        super().__init__(read_at=read_at)
+        self.slug, self.number = slug, number
+        self._stored, self._stored_etag, self._modified = stored, stored_etag, modified
+        self.final = has_next  # page n+1 is sealed
+
+    @classmethod
+    def for_page(cls, slug: str, number: int) -> PagedPageDocument:
+        """Raises ArchivePage.DoesNotExist. A final page is kept in memory from then on."""
+        cached = final_pages.get(("paged", slug, number))
+        if cached is not None:
+            return cached
+        read_at = now()
+        body, etag, has_next, modified = (
+            ArchivePage.objects.filter(feed__slug=slug, number=number)
+            .values_list("body", "etag", "has_next", "modified").get()
+        )
+        page = cls(slug, number, stored=bytes(body), stored_etag=etag, has_next=has_next,
+                   modified=modified, read_at=read_at)
+        if page.final and page.last_modified() is not None:
+            page.headers()  # built once, before it is shared
+            final_pages.put(("paged", slug, number), page, size=len(page.body()))
+        return page
+
+    def etag(self) -> str:
+        # The stored bytes, the links (from `final`) and the renderer make the bytes.
+        return inputs_etag("paged page", self.slug, self.number, self._stored_etag,
+                           self.final)
+
+    def modified(self) -> datetime:
+        # The archive page's bytes changed when page n+1 was sealed: so did these.
+        return max(self._modified, RENDERER_MODIFIED)
+
+    def links(self) -> list[tuple[str, str]]:
+        return atom.paged_links(self.slug, self.number,
+                                sealed_pages=self.number + 1 if self.final else self.number)
+
+    @cached_property
+    def _body(self) -> bytes:
+        return atom.paged_from_archive(self._stored, self.links())
 
     def body(self) -> bytes:
         return self._body

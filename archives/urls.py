@@ -23,6 +23,10 @@ urlpatterns = [
     path("feeds/<slug:slug>/snapshots/<uuid:snapshot_id>/", views.snapshot, name="snapshot"),
     path("feeds/<slug:slug>/snapshots/<uuid:snapshot_id>/pages/<int:number>",
          views.snapshot_page, name="snapshot-page"),
+    # RFC 5005's complete feed (the live records) and paged feed (the log, newest first).
+    path("feeds/<slug:slug>/complete/", views.complete, name="complete"),
+    path("feeds/<slug:slug>/paged/", views.paged, name="paged"),
+    path("feeds/<slug:slug>/paged/<int:number>/", views.paged_page, name="paged-page"),
     # RSS 2.0 twins of the subscription document and the archive pages (RFC 5005 App. B).
     path("feeds/<slug:slug>/rss/", views.rss_subscription, name="rss"),
     path("feeds/<slug:slug>/archives/<int:number>/rss/", views.rss_archive,

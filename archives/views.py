@@ -22,6 +22,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.utils.cache import get_conditional_response
 from django.utils.http import parse_header_parameters
+from django.utils.text import compress_sequence
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_safe
 
@@ -29,8 +30,11 @@ from . import documents, fastsql, htmlpages
 from .activity import ActivityChart
 from .documents import (
     ArchiveDocument,
+    CompleteDocument,
     Document,
     LinkedPageDocument,
+    PagedFeedDocument,
+    PagedPageDocument,
     RecordDocument,
     RssArchiveDocument,
     RssSubscriptionDocument,
@@ -249,16 +253,52 @@ def serve(request: HttpRequest, document: Document) -> HttpResponse:
         return response
     if compress:
         headers["Content-Encoding"] = "gzip"
-    if request.method == "HEAD" and isinstance(document, SubscriptionDocument):
+    if request.method == "HEAD" and (document.streams
+                                     or isinstance(document, SubscriptionDocument)):
         # (An open linked page is rendered even for HEAD: its boundary, in its
         # Content-Type, comes from its parts.)
         # An empty stream: CommonMiddleware would otherwise claim Content-Length: 0 for
         # a document whose length we do not know without rendering it.
         return StreamingHttpResponse(iter(()), content_type=document.content_type,
                                      headers=headers)
+    if document.streams:  # too large to hold: sent as it is rendered, without a length
+        stream = document.stream()
+        return StreamingHttpResponse(compress_sequence(stream) if compress else stream,
+                                     content_type=document.content_type, headers=headers)
     body = document.body()
     if compress:
         body = documents.gzipped(plain_etag, body)
     headers["Content-Length"] = str(len(body))
     return HttpResponse(b"" if request.method == "HEAD" else body,
                         content_type=document.content_type, headers=headers)
+
+
+# RFC 5005's complete and paged feeds ----------------------------------------------------
+
+@read_only
+def complete(request: HttpRequest, slug: str) -> HttpResponse:
+    try:
+        return serve(request, CompleteDocument.for_slug(slug))
+    except Feed.DoesNotExist:
+        raise Http404(f"No feed {slug!r}") from None
+
+
+@read_only
+def paged(request: HttpRequest, slug: str) -> HttpResponse:
+    try:
+        return serve(request, PagedFeedDocument.for_slug(slug))
+    except Feed.DoesNotExist:
+        raise Http404(f"No feed {slug!r}") from None
+
+
+@read_only
+def paged_page(request: HttpRequest, slug: str, number: int) -> HttpResponse:
+    """Page n of the paged feed: archive page n's entries (the newest are at /paged/)."""
+    if not 1 <= number <= MAX_PAGE_NUMBER:
+        raise Http404(f"There is no paged feed page {number}")
+    try:
+        return serve(request, PagedPageDocument.for_page(slug, number))
+    except ArchivePage.DoesNotExist:
+        newest = reverse("archives:paged", args=[slug])
+        raise Http404(f"Feed {slug!r} has no paged feed page {number} (the newest entries "
+                      f"are at {newest})") from None

@@ -30,43 +30,70 @@ ENV = {
 }
 
 
-def populate(records: int) -> None:
-    import django
-
-    django.setup()
+def write_feed(records: int, *, slug: str = "big", title: str = "Snapshot benchmark"):
+    """A feed of `records` records written straight into the tables (COPY on PostgreSQL,
+    bulk_create elsewhere), one create entry per record plus one update for a tenth of them
+    and one delete for a twentieth; not sealed. Returns the feed."""
     from django.db import connection
     from psycopg.types.json import Jsonb
 
     from archives import fastsql, publishing
     from archives.models import Entry, Feed, Record
-    from archives.sealing import seal_feed
 
-    feed = publishing.create_feed(slug="big", title="Snapshot benchmark")
+    feed = publishing.create_feed(slug=slug, title=title)
     start = datetime(2026, 1, 1, tzinfo=UTC)
     metadata = {"subject": "Soil carbon", "place": "Tasmania", "year": 2003, "version": 1}
     links = [{"href": "https://data.example.org/x", "rel": "related", "type": "text/html"}]
-    fastsql.copy_rows(Record, ("feed_id", "key", "title", "summary", "metadata", "links",
-                               "created", "updated"), (
-        (feed.pk, f"r{n:07d}", f"Record {n}", "A summary of a record.", Jsonb(metadata),
-         Jsonb(links), start, start) for n in range(records)))
-    ids = dict(Record.objects.filter(feed=feed).values_list("key", "pk"))
+    copy = fastsql.can_copy()
+    json = Jsonb if copy else (lambda value: value)
     changes = [(n, "create") for n in range(records)]
     changes += [(n, "update") for n in range(0, records, 10)]
     changes += [(n, "delete") for n in range(5, records, 20)]
-    rows = []
-    for seq, (n, kind) in enumerate(changes, start=1):
-        updated = start + timedelta(microseconds=seq)
-        rows.append((feed.pk, seq, ids[f"r{n:07d}"], kind, updated, f"Record {n}",
-                     "A summary of a record.", Jsonb(links),
-                     None if kind == "delete" else Jsonb(metadata)))
-    fastsql.copy_rows(Entry, publishing.ENTRY_COLUMNS, rows)
-    last = start + timedelta(microseconds=len(changes))
-    Feed.objects.filter(pk=feed.pk).update(last_seq=len(changes), last_updated=last)
+    last = {n: seq for seq, (n, _) in enumerate(changes, start=1)}  # each record's newest
+    stamp = {seq: start + timedelta(microseconds=seq) for seq in range(len(changes) + 1)}
+    record_columns = ("feed_id", "key", "title", "summary", "metadata", "links", "created",
+                      "updated", "deleted_at")
+    record_rows = (
+        (feed.pk, f"r{n:07d}", f"Record {n}", "A summary of a record.", json(metadata),
+         json(links), stamp[n + 1], stamp[last[n]],
+         stamp[last[n]] if n % 20 == 5 else None) for n in range(records))
+    _write(Record, record_columns, record_rows, copy)
+    ids = dict(Record.objects.filter(feed=feed).values_list("key", "pk"))
+    entry_rows = (
+        (feed.pk, seq, ids[f"r{n:07d}"], kind, stamp[seq], f"Record {n}",
+         "A summary of a record.", json(links), None if kind == "delete" else json(metadata))
+        for seq, (n, kind) in enumerate(changes, start=1))
+    _write(Entry, publishing.ENTRY_COLUMNS, entry_rows, copy)
+    Feed.objects.filter(pk=feed.pk).update(last_seq=len(changes), last_updated=stamp[len(changes)])
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
+    return Feed.objects.get(pk=feed.pk)
+
+
+def _write(model, columns, rows, copy: bool) -> None:
+    from itertools import islice
+
+    from archives import fastsql
+
+    if copy:
+        fastsql.copy_rows(model, columns, rows)
+        return
+    names = [model._meta.get_field(column).attname for column in columns]
+    while batch := list(islice(rows, 5000)):
+        model.objects.bulk_create([model(**dict(zip(names, row, strict=True)))
+                                   for row in batch])
+
+
+def populate(records: int) -> None:
+    import django
+
+    django.setup()
+    from archives.sealing import seal_feed
+
+    feed = write_feed(records)
     started = time.perf_counter()
-    sealed = seal_feed(Feed.objects.get(pk=feed.pk))
-    print(f"{records:,} records, {len(changes):,} entries; sealed {len(sealed):,} pages "
+    sealed = seal_feed(feed)
+    print(f"{records:,} records, {feed.last_seq:,} entries; sealed {len(sealed):,} pages "
           f"in {time.perf_counter() - started:.1f} s", flush=True)
 
 
