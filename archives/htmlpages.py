@@ -45,17 +45,6 @@ SEARCH_RESULTS_PER_PAGE = 50
 SEARCH_LIMIT = 1000  # matches listed at most; a longer list asks for a narrower query
 MAX_QUERY_LENGTH = 200  # a record key's max length
 
-# Formats that other branches add: their routes are not on this branch yet, so their
-# paths are literal here. MERGE: switch to atom.url("archives:complete" / "archives:paged"
-# / "archives:rss", slug) once those routes exist.
-PENDING_FORMATS = [
-    ("Complete feed", "/feeds/{slug}/complete/",
-     "RFC 5005 complete feed: one entry per live record"),
-    ("Paged feed", "/feeds/{slug}/paged/", "RFC 5005 paged feed, newest first"),
-    ("RSS 2.0", "/feeds/{slug}/rss/", "the subscription document as RSS 2.0"),
-]
-
-
 def html_link(href: str) -> str | None:
     """A producer's href, if a browser may follow it: only http(s) (no javascript:)."""
     try:
@@ -198,9 +187,11 @@ class FeedPage(_HTMLPage):
             ("Snapshots", atom.url("archives:snapshot-latest", slug),
              "the live records at one moment, where a linked-pages replica starts"),
             ("Record", record, "each record as an Atom entry; ?format=json for JSON"),
+            ("Complete feed", atom.url("archives:complete", slug),
+             "RFC 5005 complete feed: one entry per live record"),
+            ("Paged feed", atom.url("archives:paged", slug), "RFC 5005 paged feed, newest first"),
+            ("RSS 2.0", atom.url("archives:rss", slug), "the subscription document as RSS 2.0"),
             ("REST API", atom.absolute("/api/"), "JSON; writes need a token"),
-            *[(name, atom.absolute(path.format(slug=slug)), what)
-              for name, path, what in PENDING_FORMATS],
         ]
 
 
