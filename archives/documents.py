@@ -772,13 +772,10 @@ class PagedPageDocument(Document):
         cached = final_pages.get(("paged", slug, number))
         if cached is not None:
             return cached
-        read_at = now()
-        body, etag, has_next, modified = (
-            ArchivePage.objects.filter(feed__slug=slug, number=number)
-            .values_list("body", "etag", "has_next", "modified").get()
-        )
-        page = cls(slug, number, stored=bytes(body), stored_etag=etag, has_next=has_next,
-                   modified=modified, read_at=read_at)
+        archive = ArchiveDocument.for_page(slug, number)
+        page = cls(slug, number, stored=archive.body(), stored_etag=archive.etag(),
+                   has_next=archive.final, modified=archive.modified(),
+                   read_at=archive.read_at)
         if page.final and page.last_modified() is not None:
             page.headers()  # built once, before it is shared
             final_pages.put(("paged", slug, number), page, size=len(page.body()))
