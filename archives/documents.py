@@ -589,13 +589,11 @@ class RssArchiveDocument(Document):
         if cached is not None:
             return cached
         read_at = now()
-        body, has_next, modified = (
-            ArchivePage.objects.filter(feed__slug=slug, number=number)
-            .values_list("rss", "has_next", "modified").get()
-        )
-        frozen = body is not None
-        body = bytes(body) if frozen else cls.render_unfrozen(slug, number)
-        page = cls(slug, number, body=body, has_next=has_next, modified=modified,
+        stored = ArchivePage.objects.select_related("feed").defer("body", "multipart").get(
+            feed__slug=slug, number=number)
+        frozen = stored.rss is not None
+        body = bytes(stored.rss) if frozen else cls.render_unfrozen(stored)
+        page = cls(slug, number, body=body, has_next=stored.has_next, modified=stored.modified,
                    frozen=frozen, read_at=read_at)
         if page.final and page.last_modified() is not None:
             page.headers()  # built once, before it is shared
@@ -603,12 +601,10 @@ class RssArchiveDocument(Document):
         return page
 
     @staticmethod
-    def render_unfrozen(slug: str, number: int) -> bytes:
+    def render_unfrozen(page: ArchivePage) -> bytes:
         """The twin of a page sealed before twins were stored, from its stored entries."""
-        page = ArchivePage.objects.select_related("feed").defer(
-            "body", "multipart").get(feed__slug=slug, number=number)
         rows = atom.entry_rows(page.feed, page.first_seq, page.last_seq)
-        return RssArchiveDocument.freeze(page.feed, number, rows, has_next=page.has_next)
+        return RssArchiveDocument.freeze(page.feed, page.number, rows, has_next=page.has_next)
 
     @staticmethod
     def freeze(feed: Feed, number: int, rows: list[atom.EntryRow], *, has_next: bool) -> bytes:

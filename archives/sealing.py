@@ -208,7 +208,7 @@ def freeze_linked_pages(limit: int = PAGES_PER_RUN) -> int:
     missing = (ArchivePage.objects.filter(multipart__isnull=True).select_related("feed")
                .order_by("feed_id", "number"))  # the partial index's order
     done = 0
-    for page in missing.defer("body")[:limit]:
+    for page in missing.defer("body", "rss")[:limit]:
         rows = atom.entry_rows(page.feed, page.first_seq, page.last_seq)
         multipart = linkedpages.render_page(page.feed, rows)
         done += ArchivePage.objects.filter(pk=page.pk, multipart__isnull=True).update(
@@ -219,15 +219,16 @@ def freeze_linked_pages(limit: int = PAGES_PER_RUN) -> int:
 def freeze_rss_pages(limit: int = PAGES_PER_RUN) -> int:
     """Store the RSS twin of up to `limit` pages sealed before twins were stored with every
     page (migration 0007); how many. Until then the view renders them from the same
-    entries, to the same bytes."""
+    entries (with the feed's description as it is then, and no Last-Modified)."""
     missing = (ArchivePage.objects.filter(rss__isnull=True).select_related("feed")
                .order_by("feed_id", "number"))  # the partial index's order
     done = 0
     for page in missing.defer("body", "multipart")[:limit]:
-        rows = atom.entry_rows(page.feed, page.first_seq, page.last_seq)
-        rss = RssArchiveDocument.freeze(page.feed, page.number, rows, has_next=page.has_next)
+        rss = RssArchiveDocument.render_unfrozen(page)
         # Unchanged meanwhile: a page that gained next-archive since it was read is
-        # rendered again on the next pass, with its link.
+        # rendered again on the next pass, with its link. `modified` moves: the feed may
+        # have been retitled since a copy was rendered, and that copy had only its Date.
         done += ArchivePage.objects.filter(
-            pk=page.pk, rss__isnull=True, has_next=page.has_next).update(rss=rss)
+            pk=page.pk, rss__isnull=True, has_next=page.has_next).update(
+            rss=rss, modified=_no_earlier("modified", documents.change_stamp()))
     return done

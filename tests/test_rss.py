@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import io
 import random
+import time
+from datetime import timedelta
 from urllib.parse import urlsplit
 
 import feedparser
 import pytest
 from django.core.management import call_command
+from django.db.models import F
+from django.utils.http import http_date
 from lxml import etree
 
 from archives import atom, publishing, rss, sealing
@@ -291,6 +295,23 @@ def test_a_page_sealed_before_twins_were_stored_is_served_then_backfilled(client
     assert frozen.content == before
     assert frozen["Cache-Control"] == IMMUTABLE
     assert frozen["ETag"] == unfrozen["ETag"]
+
+
+def test_a_copy_rendered_before_the_backfill_is_not_current_after_it(client, sealed_feed,
+                                                                    settled):
+    # Sealed an hour ago, before twins were stored.
+    ArchivePage.objects.filter(feed=sealed_feed).update(
+        rss=None, modified=F("modified") - timedelta(hours=1))
+    client.get("/feeds/books/archives/1/rss/")
+    copy_date = http_date(time.time() + 1)  # the Date a cache keeps with that copy
+    publishing.update_feed(feed=sealed_feed, title="Renamed feed")
+    freeze_rss_pages()
+    final_pages.clear()
+
+    again = client.get("/feeds/books/archives/1/rss/", HTTP_IF_MODIFIED_SINCE=copy_date)
+
+    assert again.status_code == 200
+    assert b"Renamed feed" in again.content
 
 
 def test_a_page_without_its_twin_gets_it_with_next_archive_once_its_successor_is_sealed(
