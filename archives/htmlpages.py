@@ -29,6 +29,7 @@ from . import activity, atom
 from .documents import Document, RecordDocument, SubscriptionDocument, inputs_etag
 from .models import ArchivePage, Entry, Feed, Record
 from .pagecache import PageCache
+from .validation import xml_problem
 
 HTML_TYPE = "text/html; charset=utf-8"
 TEMPLATES = Path(settings.BASE_DIR) / "templates" / "archives"
@@ -301,13 +302,17 @@ def search(feed: Feed, query: str, page: str | None) -> dict:
     if len(query) > MAX_QUERY_LENGTH:
         return {**context, "message": f"That is {len(query)} characters long; a search "
                 f"is at most {MAX_QUERY_LENGTH} (the longest a key can be).", "invalid": True}
-    matches = (Record.objects.filter(feed=feed)
-               .filter(Q(key__icontains=query) | Q(title__icontains=query))
-               .order_by("key").values_list("key", "title", "deleted_at"))[:SEARCH_LIMIT]
-    results = Paginator(matches, SEARCH_RESULTS_PER_PAGE).get_page(page)
+    if problem := xml_problem(query):  # no key or title holds it (PostgreSQL refuses NUL)
+        return {**context, "message": f"No record can match that: {problem}",
+                "invalid": True}
+    matches = list(Record.objects.filter(feed=feed)
+                   .filter(Q(key__icontains=query) | Q(title__icontains=query))
+                   .order_by("key").values_list("key", "title", "deleted_at")
+                   [:SEARCH_LIMIT + 1])
+    results = Paginator(matches[:SEARCH_LIMIT], SEARCH_RESULTS_PER_PAGE).get_page(page)
     results.object_list = [
         {"key": key, "title": title, "deleted": deleted_at is not None,
          "url": atom.html_url(atom.record_url(feed.slug, key))}
         for key, title, deleted_at in results.object_list]
     return {**context, "results": results,
-            "more": results.paginator.count == SEARCH_LIMIT}
+            "more": len(matches) > SEARCH_LIMIT}

@@ -13,7 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from lxml import etree, html
 
-from archives import publishing
+from archives import htmlpages, publishing
 from archives.models import Entry
 from archives.sealing import seal_feed
 
@@ -325,12 +325,26 @@ def test_search_pages_its_results(client, feed):
     ("   ", 200, "Type part of a record"),
     ("x" * 201, 400, "at most 200"),
     ("nothing-like-it", 200, "0 records"),
+    ("a\x00b", 400, "U+0000"),  # PostgreSQL would refuse it in a query
 ])
 def test_search_explains_what_it_cannot_do(client, sealed_feed, query, status, says):
     response = client.get("/feeds/books/search", {"q": query})
 
     assert response.status_code == status
     assert says in text(page(response))
+
+
+def test_search_says_when_there_are_more_matches_than_it_lists(client, feed, monkeypatch):
+    monkeypatch.setattr(htmlpages, "SEARCH_LIMIT", 3)
+    for n in range(3):
+        publishing.put_record(feed=feed, key=f"item-{n}", data=record_data(n))
+
+    exactly = text(page(client.get("/feeds/books/search", {"q": "item-"})))
+    publishing.put_record(feed=feed, key="item-9", data=record_data(9))
+    more = text(page(client.get("/feeds/books/search", {"q": "item-"})))
+
+    assert "longer search" not in exactly
+    assert "longer search" in more
 
 
 def test_search_of_an_unknown_feed_is_404(client, db):
