@@ -1,9 +1,11 @@
 """A feed's activity chart: entries per day (or week, month, year for long-lived feeds),
 creates, updates and deletes stacked, as an SVG rendered here (/feeds/<slug>/activity.svg).
 
-The counts come from one GROUP BY over the feed's entries (any database Django runs on);
-the chart has at most about MAX_BARS bars whatever the feed's age, and is rendered again
-only when the feed has new entries (its ETag is the feed's counters').
+The counts are entries per UTC day and kind, from GROUP BY queries on ranges of the feed's
+log (any database Django runs on): those of sealed pages are kept per process and only
+added to, so a chart after a write counts only the new entries. The chart has at most about
+MAX_BARS bars whatever the feed's age, and is rendered again only when the feed has new
+entries (its ETag is the feed's counters').
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from datetime import date, datetime, timedelta
 from pathlib import Path
 
 from django.db.models import Count
-from django.db.models.functions import TruncDay, TruncMonth, TruncWeek, TruncYear
+from django.db.models.functions import TruncDay
 from lxml import etree
 
 from . import atom, fastsql
@@ -40,14 +42,14 @@ def _next_month(day: date, months: int) -> date:
 
 
 class Unit:
-    """A bar's width in time: how the database groups entries and how days fall in bars."""
+    """A bar's width in time: how days fall in bars."""
 
-    def __init__(self, name: str, trunc, days: int, label: str):
-        self.name, self.trunc, self.days, self.label = name, trunc, days, label
+    def __init__(self, name: str, days: int, label: str):
+        self.name, self.days, self.label = name, days, label
 
     def start(self, day: date) -> date:
         if self.name == "week":
-            return day - timedelta(days=day.weekday())  # ISO weeks, as TruncWeek
+            return day - timedelta(days=day.weekday())  # ISO weeks, from Monday
         if self.name == "month":
             return day.replace(day=1)
         if self.name == "year":
@@ -60,8 +62,8 @@ class Unit:
         return _next_month(start, 1 if self.name == "month" else 12)
 
 
-UNITS = [Unit("day", TruncDay, 1, "%Y-%m-%d"), Unit("week", TruncWeek, 7, "%Y-%m-%d"),
-         Unit("month", TruncMonth, 31, "%Y-%m"), Unit("year", TruncYear, 366, "%Y")]
+UNITS = [Unit("day", 1, "%Y-%m-%d"), Unit("week", 7, "%Y-%m-%d"), Unit("month", 31, "%Y-%m"),
+         Unit("year", 366, "%Y")]
 
 
 def unit_for(first: date, last: date) -> Unit:
@@ -70,21 +72,57 @@ def unit_for(first: date, last: date) -> Unit:
     return next((unit for unit in UNITS if span <= unit.days * MAX_BARS), UNITS[-1])
 
 
+DayCounts = dict[date, dict[str, int]]
+
+# Entries per day and kind of each feed's sealed pages, by feed uuid: sealed entries never
+# change, so after the first chart of a feed in a process only the entries sealed since,
+# and the few unsealed ones, are counted again.
+sealed_days = PageCache(8 * 1024 * 1024)
+
+
+def _days(feed: Feed, first_seq: int, last_seq: int) -> DayCounts:
+    """Entries first_seq..last_seq per UTC day and kind: one GROUP BY on the (feed, seq)
+    index's range."""
+    grouped = (Entry.objects.filter(feed=feed, seq__gte=first_seq, seq__lte=last_seq)
+               .order_by()  # no Meta ordering in the GROUP BY
+               .annotate(day=TruncDay("updated")).values_list("day", "kind")
+               .annotate(n=Count("*")))
+    found: DayCounts = {}
+    for day, kind, n in grouped:
+        found.setdefault(day.date() if isinstance(day, datetime) else day, {})[kind] = n
+    return found
+
+
+def _merged(*parts: DayCounts) -> DayCounts:
+    merged: DayCounts = {}
+    for part in parts:
+        for day, kinds in part.items():
+            into = merged.setdefault(day, {})
+            for kind, n in kinds.items():
+                into[kind] = into.get(kind, 0) + n
+    return merged
+
+
+def day_counts(feed: Feed) -> DayCounts:
+    """The feed's entries per day and kind."""
+    counted_seq, sealed = sealed_days.get(feed.uuid) or (0, {})
+    if counted_seq < feed.sealed_seq:
+        sealed = _merged(sealed, _days(feed, counted_seq + 1, feed.sealed_seq))
+        sealed_days.put(feed.uuid, (feed.sealed_seq, sealed), size=64 * len(sealed) + 64)
+    return _merged(sealed, _days(feed, feed.sealed_seq + 1, feed.last_seq))
+
+
 def counts(feed: Feed) -> tuple[Unit, list[tuple[date, dict[str, int]]]]:
     """The feed's entries per bar and kind, every bar from the first entry's to the last's
     (empty ones too)."""
-    first = Entry.objects.filter(feed=feed, seq=1).values_list("updated", flat=True).first()
-    if first is None:
+    days = day_counts(feed)
+    if not days:
         return UNITS[0], []
-    unit = unit_for(first.date(), feed.last_updated.date())
-    grouped = (Entry.objects.filter(feed=feed).order_by()  # no Meta ordering in the GROUP BY
-               .annotate(bar=unit.trunc("updated")).values_list("bar", "kind")
-               .annotate(n=Count("*")))
-    found: dict[date, dict[str, int]] = {}
-    for bar, kind, n in grouped:
-        found.setdefault(bar.date() if isinstance(bar, datetime) else bar, {})[kind] = n
-    bars, start, last = [], unit.start(first.date()), unit.start(feed.last_updated.date())
-    while start <= last:
+    first, last = min(days), max(days)
+    unit = unit_for(first, last)
+    found = _merged(*({unit.start(day): kinds} for day, kinds in days.items()))
+    bars, start, end = [], unit.start(first), unit.start(last)
+    while start <= end:
         bars.append((start, found.get(start, {})))
         start = unit.after(start)
     return unit, bars

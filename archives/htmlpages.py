@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import datetime
+from functools import cached_property
 from pathlib import Path
 from typing import NamedTuple
 from urllib.parse import urlsplit
@@ -120,6 +121,12 @@ def feed_context(feed: Feed) -> dict:
             "search": atom.url("archives:search", feed.slug)}
 
 
+def _page_number(requested: str | None, count: int, per_page: int) -> int:
+    """The page Paginator.get_page shows for `requested` (a number, garbage or nothing), so
+    that an ETag names what is shown, not how it was asked for."""
+    return Paginator(range(count), per_page).get_page(requested).number
+
+
 class _SealedPages:
     """A feed's archive pages, newest first, as a sequence Paginator can slice: the count
     is the feed's own counter and a slice is one query by (feed, number)."""
@@ -152,7 +159,11 @@ class FeedPage(_HTMLPage):
     def inputs(self) -> tuple:
         # The subscription's inputs (the feed's description and counters) say which
         # entries and pages exist; sealed pages and entries never change.
-        return (self.subscription.etag(), self.page)
+        return (self.subscription.etag(), self.page_number)
+
+    @cached_property
+    def page_number(self) -> int:
+        return _page_number(self.page, self.feed.sealed_pages, ARCHIVE_PAGES_PER_PAGE)
 
     def links(self) -> list[tuple[str, str]]:
         return self.subscription.links()
@@ -162,7 +173,7 @@ class FeedPage(_HTMLPage):
         unsealed = feed.last_seq - feed.sealed_seq
         shown = min(max(unsealed, RECENT_ENTRIES), MAX_RECENT_ENTRIES)
         recent = Entry.objects.filter(feed=feed, seq__gt=feed.last_seq - shown).order_by("-seq")
-        pages = Paginator(_SealedPages(feed), ARCHIVE_PAGES_PER_PAGE).get_page(self.page)
+        pages = Paginator(_SealedPages(feed), ARCHIVE_PAGES_PER_PAGE).get_page(self.page_number)
         return {
             **feed_context(feed),
             "recent": _entries(feed, recent),
@@ -260,7 +271,11 @@ class RecordPage(_HTMLPage):
         # Every write to the record moves its `updated` (and adds to its history); seals
         # move its entries from the subscription to archive pages.
         return (*self.record_document.inputs(), feed.title, feed.subtitle, feed.page_size,
-                feed.sealed_pages, self.record.deleted_at, self.page)
+                feed.sealed_pages, self.record.deleted_at, self.page_number)
+
+    @cached_property
+    def page_number(self) -> int:
+        return _page_number(self.page, self.record.entries.count(), HISTORY_PER_PAGE)
 
     def links(self) -> list[tuple[str, str]]:
         return self.record_document.links()
@@ -270,7 +285,7 @@ class RecordPage(_HTMLPage):
         url = atom.record_url(feed.slug, record.key)
         history = Paginator(record.entries.order_by("-seq").values_list(
             "seq", "kind", "updated", "title", "record__key"), HISTORY_PER_PAGE
-        ).get_page(self.page)
+        ).get_page(self.page_number)
         history.object_list = [EntryView.of(feed, *row) for row in history.object_list]
         return {
             **feed_context(feed),

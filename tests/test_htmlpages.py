@@ -422,6 +422,27 @@ def test_the_chart_is_revalidated_by_etag_and_changes_with_the_feed(client, feed
     assert chart_counts(changed.content)[0] == {"created": 1, "updated": 0, "deleted": 0}
 
 
+def test_after_a_write_the_chart_counts_only_what_is_new(client, feed, monkeypatch):
+    write_over_days(feed, days=10, per_day=3, monkeypatch=monkeypatch)
+    seal_feed(feed)
+    client.get("/feeds/books/activity.svg")
+    counted_before = feed.last_seq
+    for n in range(4):  # a page more is sealed, and one entry is left unsealed
+        publishing.put_record(feed=feed, key=f"late{n}", data=record_data(n))
+    seal_feed(feed)
+    feed.refresh_from_db()
+
+    with CaptureQueriesContext(connection) as queries:
+        legend, summed, _ = chart_counts(client.get("/feeds/books/activity.svg").content)
+
+    assert legend == summed == expected(feed)
+    assert feed.sealed_pages > 1
+    counted = [q["sql"] for q in queries.captured_queries if "COUNT" in q["sql"].upper()]
+    lower_bounds = [re.search(r'"seq" >= (\d+)', sql) for sql in counted]
+    assert counted
+    assert all(bound and int(bound[1]) > counted_before for bound in lower_bounds)
+
+
 def test_the_admins_feed_page_shows_the_chart(admin_client, feed):
     other = FeedFactory(slug="films")
     response = admin_client.get(f"/admin/archives/feed/{feed.pk}/change/")
@@ -441,3 +462,12 @@ def test_a_rendered_page_is_served_again_without_rendering_until_it_changes(clie
     assert len(queries) == 1  # the feed's row, for the ETag
     publishing.put_record(feed=sealed_feed, key="k9", data=record_data(9))
     assert "Record 9" in text(page(client.get("/feeds/books/?format=html")))
+
+
+@pytest.mark.parametrize("url", ["/feeds/books/?format=html",
+                                 "/feeds/books/records/k1?format=html"])
+def test_one_page_shown_is_one_etag_however_it_is_asked_for(client, sealed_feed, url):
+    etags = {client.get(url + suffix)["ETag"]
+             for suffix in ("", "&page=1", "&page=01", "&page=x", "&page=999")}
+
+    assert len(etags) == 1
