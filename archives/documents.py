@@ -728,25 +728,12 @@ class PagedFeedDocument(SubscriptionDocument):
     subscription document's entries, newest first, under paged links; `next` leads to
     the sealed pages' paged twins."""
 
-    @cached_property
-    def _paged_etag(self) -> str:
-        return inputs_etag("paged", self._etag)  # the subscription's inputs, nothing more
+    kind = "paged"
+    render = staticmethod(atom.render_paged)
 
-    def etag(self) -> str:
-        return self._paged_etag
-
-    def links(self) -> list[tuple[str, str]]:
-        return atom.paged_links(self.feed.slug, None, sealed_pages=self.feed.sealed_pages)
-
-    def body(self) -> bytes:
-        feed, key = self.feed, ("paged", self.feed.slug)
-        cached = subscription_bodies.get(key)
-        if cached is not None and cached.etag == self.etag():
-            return cached.body
-        rows = atom.entry_rows(feed, feed.sealed_seq + 1, feed.last_seq, newest_first=True)
-        body = atom.render_paged(feed, rows)
-        subscription_bodies.put(key, _Rendered(self.etag(), body), size=len(body))
-        return body
+    @staticmethod
+    def feed_links(feed: Feed) -> list[tuple[str, str]]:
+        return atom.paged_links(feed.slug, None, sealed_pages=feed.sealed_pages)
 
 
 class PagedPageDocument(Document):
