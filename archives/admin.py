@@ -229,11 +229,8 @@ class EntryAdmin(ReadOnlyAdmin):
 
     @admin.display(description="served in")
     def document(self, entry: Entry):
-        feed = entry.feed
-        if entry.seq <= feed.sealed_seq:
-            number = (entry.seq - 1) // feed.page_size + 1
-            return _link(atom.archive_url(feed.slug, number), f"archive page {number}")
-        return _link(atom.subscription_url(feed.slug), "subscription document")
+        name, url = atom.document_holding(entry.feed, entry.seq)
+        return _link(url, name)
 
 
 @admin.register(ArchivePage)

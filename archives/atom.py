@@ -126,6 +126,14 @@ def subscription_links(feed: Feed) -> list[tuple[str, str]]:
     return links
 
 
+def document_holding(feed: Feed, seq: int) -> tuple[str, str]:
+    """Which document holds entry `seq` of `feed`, as (what people call it, its URL)."""
+    if seq <= feed.sealed_seq:
+        number = (seq - 1) // feed.page_size + 1
+        return f"archive page {number}", archive_url(feed.slug, number)
+    return "subscription document", subscription_url(feed.slug)
+
+
 def link_header(links: Iterable[tuple[str, str]]) -> str:
     """An RFC 8288 Link header value for (rel, href) pairs."""
     return ", ".join(f'<{href}>; rel="{rel}"' for rel, href in links)

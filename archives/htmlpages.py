@@ -69,11 +69,7 @@ class EntryView(NamedTuple):
 
     @classmethod
     def of(cls, feed: Feed, seq: int, kind: str, updated: datetime, title: str, key: str):
-        if seq <= feed.sealed_seq:
-            number = (seq - 1) // feed.page_size + 1
-            held_in, url = f"archive page {number}", atom.archive_url(feed.slug, number)
-        else:
-            held_in, url = "subscription document", atom.subscription_url(feed.slug)
+        held_in, url = atom.document_holding(feed, seq)
         return cls(seq, kind, updated, title, key,
                    atom.html_url(atom.record_url(feed.slug, key)), held_in, atom.html_url(url))
 
