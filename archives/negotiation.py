@@ -1,10 +1,12 @@
 """Which representation of a feed, archive page or record URL a request gets.
 
-People's browsers get HTML, feed readers get Atom exactly as before. A request prefers
-HTML when it says `?format=html`, or when the most preferred type of its Accept header
-(highest q-value; ties go to the one named first) is text/html or application/xhtml+xml.
-Browsers name text/html first; feed readers name Atom or XML first, or send `*/*`, `text/*`
-or no Accept at all, and keep getting Atom.
+People's browsers get HTML, feed readers get Atom exactly as before, and a record's JSON
+goes to clients that ask for it. A request gets a format when it says `?format=<name>`, or
+when the most preferred type of its Accept header (highest q-value; ties go to the one
+named first) is that format's own media type: text/html or application/xhtml+xml for
+HTML, application/json for JSON (where the URL offers it). Browsers name text/html first;
+feed readers name Atom or XML first, or send `*/*`, `text/*` or no Accept at all, and keep
+getting Atom.
 
 Django's `request.accepted_types` is not used for the choice: it ranks ties by specificity
 (`*/*, text/html` would put text/html first), where we go by the order the client wrote.
@@ -19,33 +21,35 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.http.request import MediaType
 from django.utils.cache import patch_vary_headers
 
-HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+# The formats an Accept header can choose, by their media types.
+FORMATS = {"text/html": "html", "application/xhtml+xml": "html", "application/json": "json"}
 
 
 class UnknownFormat(ValueError):
     pass
 
 
-def prefers_html(accept: str) -> bool:
-    """Whether an Accept header's most preferred type is HTML."""
+def preferred_format(accept: str, offered: tuple[str, ...]) -> str | None:
+    """The format (of `offered`) of an Accept header's most preferred type, if any."""
     ranges = [media for part in accept.split(",")
               if part.strip() and (media := MediaType(part)).quality > 0]
     if not ranges:
-        return False
+        return None
     best = max(ranges, key=lambda media: media.quality)  # max() keeps the first of a tie
-    return f"{best.main_type}/{best.sub_type}".lower() in HTML_TYPES
+    chosen = FORMATS.get(f"{best.main_type}/{best.sub_type}".lower())
+    return chosen if chosen in offered else None
 
 
 def chosen_format(request: HttpRequest, offered: tuple[str, ...]) -> str | None:
     """The format a request asks for: `?format=` (one of `offered`, else UnknownFormat),
-    else "html" when its Accept prefers HTML, else None: the URL's own default."""
+    else the one its Accept prefers, else None: the URL's own default."""
     asked = request.GET.get("format")
     if asked is not None:
         if asked not in offered:
             raise UnknownFormat(f"Unknown format {asked!r}: this URL serves "
                                 + ", ".join(f"?format={name}" for name in offered) + ".")
         return asked
-    return "html" if prefers_html(request.headers.get("Accept", "")) else None
+    return preferred_format(request.headers.get("Accept", ""), offered)
 
 
 def negotiated(*offered: str) -> Callable:

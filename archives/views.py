@@ -178,9 +178,6 @@ def record(request: HttpRequest, slug: str, key: str, format: str | None) -> Htt
         return serve(request, page)
     if document.record.is_deleted:
         return HttpResponseGone(f"Record {key!r} was deleted.", content_type="text/plain")
-    if format is None and request.get_preferred_type(
-            [RecordDocument.content_type, "application/json"]) == "application/json":
-        format = "json"
     return serve(request, document.as_json() if format == "json" else document)
 
 

@@ -471,3 +471,21 @@ def test_one_page_shown_is_one_etag_however_it_is_asked_for(client, sealed_feed,
              for suffix in ("", "&page=1", "&page=01", "&page=x", "&page=999")}
 
     assert len(etags) == 1
+
+
+@pytest.mark.parametrize(("accept", "content_type"), [
+    ("application/json", "application/json"),
+    ("application/atom+xml;q=0.5, application/json", "application/json"),
+    ("*/*, application/json", "application/atom+xml; type=entry; charset=utf-8"),
+    ("application/atom+xml, application/json", "application/atom+xml; type=entry; charset=utf-8"),
+    ("text/html, application/json", "text/html; charset=utf-8"),
+])
+def test_the_record_url_goes_by_the_same_rule_for_json(client, sealed_feed, accept,
+                                                       content_type):
+    assert get(client, "/feeds/books/records/k1", accept)["Content-Type"] == content_type
+
+
+def test_the_feed_urls_do_not_answer_json(client, sealed_feed):
+    response = get(client, "/feeds/books/", "application/json")
+
+    assert response["Content-Type"].startswith("application/atom+xml")
