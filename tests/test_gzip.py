@@ -14,7 +14,10 @@ from archives.documents import gzipped_bodies
 from .factories import record_data
 
 DOCUMENTS = ["/feeds/books/", "/feeds/books/archives/1/", "/feeds/books/archives/2/",
-             "/feeds/books/records/k1", "/feeds/books/pages/1", "/feeds/books/pages/3"]
+             "/feeds/books/records/k1", "/feeds/books/pages/1", "/feeds/books/pages/3",
+             "/feeds/books/rss/", "/feeds/books/archives/1/rss/", "/feeds/books/paged/",
+             "/feeds/books/paged/1/", "/feeds/books/?format=html",
+             "/feeds/books/records/k1?format=html", "/feeds/books/activity.svg"]
 
 
 @pytest.mark.parametrize("url", DOCUMENTS)
