@@ -311,31 +311,33 @@ def _escape_attribute(value: str) -> str:
 
 def _active_entries_text(feed: Feed, rows: list[EntryRow]) -> str:
     """The XML of `rows` as active entries, as `_add_entries` would write them."""
-    base_record_url = record_url(feed.slug, "KEY").removesuffix("KEY")
-    feed_uuid, text, attribute = feed.uuid, _escape_text, _escape_attribute
-    record_links = (f'<link rel="alternate" type="{attribute(RECORD_ENTRY_TYPE)}" href="{{}}"/>'
-                    f'<link rel="alternate" type="{attribute(HTML_TYPE)}" href="{{}}"/>')
+    base_record_url = _escape_attribute(record_url(feed.slug, "KEY").removesuffix("KEY"))
+    feed_uuid, text, attribute, deletion = feed.uuid, _escape_text, _escape_attribute, \
+        Entry.Kind.DELETE
+    record_links = (f'<link rel="alternate" type="{attribute(RECORD_ENTRY_TYPE)}" href="{{0}}"/>'
+                    f'<link rel="alternate" type="{attribute(HTML_TYPE)}" href="{{1}}"/>').format
     parts = []
     append = parts.append
-    for row in rows:
-        if row.kind == Entry.Kind.DELETE:
-            raise ValueError(f"{row.key}: a deletion entry in a complete feed")
-        append(f'<entry><id>{record_atom_id(feed_uuid, row.key)}</id>'
-               f'<title type="text">{text(row.title)}</title>'
-               f"<updated>{rfc3339(row.updated)}</updated>")
-        if row.summary:
-            append(f'<summary type="text">{text(row.summary)}</summary>')
-        record = base_record_url + row.key
-        append(record_links.format(attribute(record), attribute(html_url(record))))
-        for link in row.links:
-            append(f'<link rel="{attribute(link["rel"])}" href="{attribute(link["href"])}"')
-            if link.get("type"):
-                append(f' type="{attribute(link["type"])}"')
-            if link.get("title"):
-                append(f' title="{attribute(link["title"])}"')
-            append("/>")
-        append("</entry>")
+    for _, kind, updated, title, summary, links, key, _, _ in rows:
+        if kind == deletion:
+            raise ValueError(f"{key}: a deletion entry in a complete feed")
+        record = base_record_url + attribute(key)
+        summary_element = f'<summary type="text">{text(summary)}</summary>' if summary else ""
+        producer_links = "".join(map(_producer_link_text, links)) if links else ""
+        # (html_url only appends a query, which needs no escaping)
+        append(f'<entry><id>{record_atom_id(feed_uuid, key)}</id>'
+               f'<title type="text">{text(title)}</title>'
+               f"<updated>{rfc3339(updated)}</updated>{summary_element}"
+               f"{record_links(record, html_url(record))}{producer_links}</entry>")
     return "".join(parts)
+
+
+def _producer_link_text(link: dict) -> str:
+    attribute = _escape_attribute
+    media_type = f' type="{attribute(link["type"])}"' if link.get("type") else ""
+    title = f' title="{attribute(link["title"])}"' if link.get("title") else ""
+    return (f'<link rel="{attribute(link["rel"])}" href="{attribute(link["href"])}"'
+            f"{media_type}{title}/>")
 
 
 def paged_url(slug: str, number: int | None = None) -> str:
