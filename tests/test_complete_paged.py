@@ -321,7 +321,7 @@ TRICKY = {
         {"href": "https://example.org/a?x=1&y=<2>", "rel": "related"},
         {"href": "https://example.org/b", "rel": "enclosure", "type": "application/pdf"},
         {"href": "https://example.org/c", "rel": "https://example.org/rel/\"odd\"",
-         "title": 'A "title" & <more>\n\tin lines'},
+         "title": 'A "title" & <more>\n\tin\r\nlines'},
         {"href": "https://example.org/d", "rel": "describedby",
          "type": "application/ld+json; profile=\"x\"", "title": "Ω"},
     ]),
@@ -349,6 +349,8 @@ def test_each_complete_entry_is_the_bytes_the_log_renders_for_its_newest_entry(c
     entries = etree.fromstring(body).findall("a:entry", NS)
     assert [entry.find("a:title", NS).text for entry in entries] == \
         [TRICKY[key]["title"] for key in sorted(TRICKY)]
+    titles = {link.get("title") for link in etree.fromstring(body).iterfind(".//a:link", NS)}
+    assert TRICKY["links"]["links"][2]["title"] in titles  # escapes in attributes, kept
 
 
 def test_the_complete_feed_renders_no_deletion_entries(feed):
