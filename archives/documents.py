@@ -34,7 +34,6 @@ from typing import NamedTuple
 from uuid import UUID
 
 from django.conf import settings
-from django.db.models import Q
 from django.utils.http import http_date
 
 from . import atom, fastsql, formats, linkedpages, rss, validation
@@ -689,15 +688,10 @@ class CompleteDocument(Document):
         if not feed.last_seq:
             return
         cut, cut_updated = feed.last_seq, feed.last_updated
-        # Deleted records are read only if deleted after the cut (maybe live at it).
-        records = (Record.objects.filter(feed=feed)  # by the (feed, key) index
-                   .filter(Q(deleted_at__isnull=True) | Q(updated__gt=cut_updated))
-                   .order_by("key")
-                   .values_list("pk", "key", "title", "summary", "links", "updated"))
         after = None
         while True:
-            batch = list((records if after is None else records.filter(key__gt=after))
-                         [:self.chunk])
+            # Deleted records are read only if deleted after the cut (maybe live at it).
+            batch = fastsql.live_records(feed, cut_updated, after_key=after, limit=self.chunk)
             for pk, key, title, summary, links, updated in batch:
                 if updated <= cut_updated:
                     # (metadata and created are not shown in an entry)

@@ -5,11 +5,15 @@
 - `existing_records`: one index probe per key, whatever the planner's statistics.
 - `copy_rows`, `insert`: COPY for rows nothing points back to (entries, sealed pages,
   snapshot pages).
+- `live_records`: the complete feed's records, a batch a query, without the ORM's
+  per-row costs.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
 from weakref import WeakKeyDictionary
 
 from django.db import connection, connections, models
@@ -113,3 +117,50 @@ def copy_rows(model: type[models.Model], columns: Sequence[str], rows: Iterable[
             copy.set_types(binary_types)
         for row in rows:
             copy.write_row(row)
+
+
+def live_records_sql(*, after_key: bool) -> str:
+    table = connection.ops.quote_name(Record._meta.db_table)
+    keyset = "AND key > %s " if after_key else ""
+    return (f"SELECT id, key, title, summary, links, updated FROM {table} "  # noqa: S608
+            f"WHERE feed_id = %s AND (deleted_at IS NULL OR updated > %s) {keyset}"
+            f"ORDER BY key LIMIT %s")
+
+
+def live_records(feed: Feed, cut_updated: datetime, *, after_key: str | None,
+                 limit: int) -> list[tuple]:
+    """Up to `limit` of the feed's records after `after_key`, by key (the (feed, key)
+    index): those live now and those deleted after `cut_updated` (maybe live at it), as
+    (pk, key, title, summary, links, updated) with `links` decoded and `updated` aware.
+
+    For the complete feed, which reads every live record: through the ORM, its converters
+    and the queryset machinery cost ~19 us a row, more than reading it; this is one query
+    a batch, the JSON decoded with json.loads as JSONField would. On PostgreSQL the
+    timestamps are read by psycopg's own loader (in C: aware, in the session's time zone),
+    not Django's, which wraps it in Python to force the zone and cost ~5 us a row, two
+    thirds of the read; on SQLite they come naive (UTC) and are made aware here.
+    """
+    params = [feed.pk, connection.ops.adapt_datetimefield_value(cut_updated)]
+    if after_key is not None:
+        params.append(after_key)
+    params.append(limit)
+    postgresql = connection.vendor == "postgresql"
+    with connection.cursor() as cursor:
+        if postgresql:
+            from psycopg.types.datetime import TimestamptzLoader
+
+            cursor.cursor.adapters.register_loader("timestamptz", TimestamptzLoader)
+        cursor.execute(live_records_sql(after_key=after_key is not None), params)
+        rows = cursor.fetchall()
+    loads = json.loads
+    if postgresql:
+        return [(pk, key, title, summary, loads(links), updated)
+                for pk, key, title, summary, links, updated in rows]
+    return [(pk, key, title, summary, loads(links) if isinstance(links, str) else links,
+             _aware(updated)) for pk, key, title, summary, links, updated in rows]
+
+
+def _aware(moment: datetime | str) -> datetime:
+    if isinstance(moment, str):  # a backend that does not convert declared types
+        moment = datetime.fromisoformat(moment)
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)

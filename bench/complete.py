@@ -12,7 +12,8 @@ Then, in a process of its own so that its peak RSS (VmHWM, reset before each ste
 stream's: the baseline, iterating the same live rows (`values_list(...).iterator()`, ordered
 by key) and doing nothing with them; then GET /feeds/big/complete/ through Django's WSGI
 handler, reading the streamed body piece by piece (counting bytes and entries), as a
-server would send it.
+server would send it; then the same with Accept-Encoding: gzip, inflating the pieces only to
+count the entries (that time is the client's, and left out). Prints the load average.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import os
 import subprocess
 import sys
 import time
+import zlib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -84,21 +86,40 @@ def measure() -> None:
     baseline = time.perf_counter() - started
     baseline_peak = peak_mb()
 
-    reset_peak()
-    started = time.perf_counter()
-    response = client.get("/feeds/big/complete/", secure=True)  # SECURE_SSL_REDIRECT
-    size = entries = 0
-    for piece in response.streaming_content:
-        size += len(piece)
-        entries += piece.count(b"<entry>")
-    response.close()
-    seconds = time.perf_counter() - started
-    assert entries == live, (entries, live)
+    print(f"load average {' '.join(f'{load:.1f}' for load in os.getloadavg())}")
     print(f"baseline, iterating the {live:,} live rows (values_list, by key): "
-          f"{baseline:.1f} s = {live / baseline:,.0f} rows/s; peak RSS {baseline_peak:.0f} MB")
-    print(f"complete feed: {entries:,} entries, {size / 1e6:,.0f} MB in {seconds:.1f} s = "
-          f"{entries / seconds:,.0f} entries/s ({baseline / seconds:.2f} x the baseline's "
-          f"rate); peak RSS {peak_mb():.0f} MB")
+          f"{baseline:.1f} s = {live / baseline:,.0f} rows/s; peak RSS {baseline_peak:.0f} MB",
+          flush=True)
+    plain = None
+    for encoding in ("", "gzip"):
+        reset_peak()
+        started = time.perf_counter()
+        response = client.get("/feeds/big/complete/", secure=True,  # SECURE_SSL_REDIRECT
+                              HTTP_ACCEPT_ENCODING=encoding)
+        assert response.get("Content-Encoding", "") == encoding
+        size = entries = 0
+        inflate = zlib.decompressobj(wbits=31)  # the gzip stream, to count its entries
+        unzipping = 0.0  # the client's work, not counted
+        tail = b""
+        for piece in response.streaming_content:
+            size += len(piece)
+            if encoding:
+                before = time.perf_counter()
+                piece = inflate.decompress(piece)
+                unzipping += time.perf_counter() - before
+            # (an entry's tag may straddle two pieces of the gzip stream)
+            entries += (tail + piece).count(b"<entry>")
+            tail = piece[-6:]
+        response.close()
+        seconds = time.perf_counter() - started - unzipping
+        assert entries == live, (entries, live)
+        plain = plain or seconds
+        name = "gzip-encoded" if encoding else "plain"
+        print(f"complete feed, {name}: {entries:,} entries, {size / 1e6:,.0f} MB in "
+              f"{seconds:.1f} s = {entries / seconds:,.0f} entries/s ({baseline / seconds:.2f} "
+              f"x the baseline's rate, {plain / seconds:.2f} x plain); peak RSS "
+              f"{peak_mb():.0f} MB", flush=True)
+    print(f"load average {' '.join(f'{load:.1f}' for load in os.getloadavg())}")
 
 
 def main() -> None:

@@ -3,6 +3,7 @@ user's reader would: feedparser, gPodder's podcastparser, the RELAX NG schema.""
 
 from __future__ import annotations
 
+import gzip
 import io
 from datetime import UTC, datetime, timedelta
 
@@ -13,7 +14,7 @@ from django.conf import settings
 from django.utils.http import http_date
 from lxml import etree
 
-from archives import documents, publishing
+from archives import atom, documents, publishing
 from archives.documents import CompleteDocument
 from archives.models import Entry, Feed, Record
 from archives.sealing import seal_feed
@@ -306,3 +307,67 @@ def test_last_modified_of_a_paged_page_is_when_its_bytes_last_changed(client, pa
     expected = int(max(page.modified, documents.RENDERER_MODIFIED).timestamp()) + 1 \
         + settings.FEEDPUB_LAST_MODIFIED_SETTLE
     assert client.get("/feeds/books/paged/3/")["Last-Modified"] == http_date(expected)
+
+
+# The complete feed's entries are the log's entries ------------------------------------
+
+TRICKY = {
+    "amp": record_data(1, title='Fish & "Chips" <raw> \'quoted\' ]]>', summary="a < b && c > d"),
+    "unicode": record_data(2, title="Bøøks ✓ 日本語 \u2028 \u0085", summary="Ünïcödé"),
+    "breaks": record_data(3, title="Line\r\nbreak\tand tab", summary="Two\nlines\r\nCR\r"),
+    "empty-summary": record_data(4, summary=""),
+    "no-links": record_data(5, links=[]),
+    "links": record_data(6, links=[
+        {"href": "https://example.org/a?x=1&y=<2>", "rel": "related"},
+        {"href": "https://example.org/b", "rel": "enclosure", "type": "application/pdf"},
+        {"href": "https://example.org/c", "rel": "https://example.org/rel/\"odd\"",
+         "title": 'A "title" & <more>\n\tin\r\nlines'},
+        {"href": "https://example.org/d", "rel": "describedby",
+         "type": "application/ld+json; profile=\"x\"", "title": "Ω"},
+    ]),
+}
+
+
+def test_each_complete_entry_is_the_bytes_the_log_renders_for_its_newest_entry(client, feed):
+    """The complete feed writes its entries as text, for speed; they must stay the entries
+    `_add_entries` renders (archive pages, the subscription document) for the same rows."""
+    for key, data in TRICKY.items():
+        publishing.put_record(feed=feed, key=key, data=record_data(0))
+        publishing.put_record(feed=feed, key=key, data=data)  # the newest entry counts
+    publishing.put_record(feed=feed, key="gone", data=record_data(7))
+    publishing.delete_record(feed=feed, key="gone")
+    feed = Feed.objects.get(pk=feed.pk)
+
+    body = body_of(client.get("/feeds/books/complete/"))
+
+    newest = {row.key: row for row in atom.entry_rows(feed, 1)}  # oldest first: last wins
+    assert newest.pop("gone").kind == Entry.Kind.DELETE
+    root = atom._feed_head(feed, feed.content_updated, atom.complete_links("books"))
+    etree.SubElement(root, FH_COMPLETE)
+    atom._add_entries(root, feed, [newest[key] for key in sorted(newest)])
+    assert body == atom._serialize(root)
+    entries = etree.fromstring(body).findall("a:entry", NS)
+    assert [entry.find("a:title", NS).text for entry in entries] == \
+        [TRICKY[key]["title"] for key in sorted(TRICKY)]
+    titles = {link.get("title") for link in etree.fromstring(body).iterfind(".//a:link", NS)}
+    assert TRICKY["links"]["links"][2]["title"] in titles  # escapes in attributes, kept
+
+
+def test_the_complete_feed_renders_no_deletion_entries(feed):
+    row = atom.EntryRow(1, Entry.Kind.DELETE, datetime.now(tz=UTC), "t", "", [], "k", None,
+                        datetime.now(tz=UTC))
+    with pytest.raises(ValueError, match="deletion entry"):
+        atom._active_entries_text(feed, [row])
+
+
+def test_the_gzipped_complete_feed_is_the_plain_stream_compressed(client, sealed_feed):
+    plain = client.get("/feeds/books/complete/")
+    compressed = client.get("/feeds/books/complete/", HTTP_ACCEPT_ENCODING="gzip")
+    assert compressed.streaming
+    assert compressed["Content-Encoding"] == "gzip"
+    assert "Content-Encoding" not in plain
+    assert compressed["ETag"] == plain["ETag"][:-1] + '-gzip"'
+    assert "Accept-Encoding" in compressed["Vary"]
+    assert gzip.decompress(body_of(compressed)) == body_of(plain)
+    assert client.get("/feeds/books/complete/", HTTP_ACCEPT_ENCODING="gzip",
+                      HTTP_IF_NONE_MATCH=compressed["ETag"]).status_code == 304

@@ -7,9 +7,14 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from archives import publishing
-from archives.fastsql import copy_sql, existing_records, feed_by_slug
+from archives.fastsql import (
+    copy_sql,
+    existing_records,
+    feed_by_slug,
+    live_records,
+)
 from archives.formats import record_atom_id
-from archives.models import Entry, Feed
+from archives.models import Entry, Feed, Record
 
 from .factories import FeedFactory, record_data
 
@@ -70,3 +75,30 @@ def test_copy_names_the_table_and_columns_it_fills(db):
         'COPY "archives_entry" ("feed_id", "seq") FROM STDIN'
     assert copy_sql(Entry, ("seq",), binary=True) == \
         'COPY "archives_entry" ("seq") FROM STDIN (FORMAT BINARY)'
+
+
+def test_live_records_reads_by_key_in_batches_what_the_orm_reads(db):
+    feed = FeedFactory(slug="books")
+    for key in ("b", "a", "d", "c"):
+        publishing.put_record(feed=feed, key=key, data=record_data(1))
+    publishing.delete_record(feed=feed, key="c")
+    cut = Feed.objects.get(pk=feed.pk).last_updated
+    publishing.delete_record(feed=feed, key="d")  # after the cut: still read
+    publishing.put_record(feed=FeedFactory(slug="films"), key="a", data=record_data(2))
+    columns = ("pk", "key", "title", "summary", "links", "updated")
+    orm = list(Record.objects.filter(feed=feed).exclude(key="c").order_by("key")
+               .values_list(*columns))
+
+    with CaptureQueriesContext(connection) as queries:
+        first = live_records(feed, cut, after_key=None, limit=2)
+        rest = live_records(feed, cut, after_key=first[-1][1], limit=2)
+    assert first + rest == orm
+    assert all(row[5].tzinfo is not None for row in first + rest)
+    assert len(queries) == 2
+    assert queries[0]["sql"].startswith(
+        'SELECT id, key, title, summary, links, updated FROM "archives_record" WHERE')
+    assert "AND key > " not in queries[0]["sql"]
+    assert "WHERE feed_id = " in queries[1]["sql"]
+    assert "(deleted_at IS NULL OR updated > " in queries[1]["sql"]
+    assert "AND key > " in queries[1]["sql"]
+    assert queries[1]["sql"].endswith("ORDER BY key LIMIT 2")
