@@ -18,8 +18,8 @@ from django.db.models import Count
 from django.db.models.functions import TruncDay
 from lxml import etree
 
-from . import atom, fastsql
-from .documents import Document, inputs_etag, now
+from . import atom
+from .documents import FeedDocument, inputs_etag
 from .models import Entry, Feed
 from .pagecache import PageCache
 
@@ -212,22 +212,12 @@ def _element(parent: etree._Element, name: str, text: str | None = None, **attri
 charts = PageCache(8 * 1024 * 1024)
 
 
-class ActivityChart(Document):
+class ActivityChart(FeedDocument):
     """/feeds/<slug>/activity.svg. Entries are never changed or removed, so the feed's
     counters stand for them; revalidated by ETag only."""
 
     content_type = SVG_TYPE
     honours_if_modified_since = False
-
-    def __init__(self, feed: Feed, *, read_at: datetime):
-        super().__init__(read_at=read_at)
-        self.feed = feed
-
-    @classmethod
-    def for_slug(cls, slug: str) -> ActivityChart:
-        """Raises Feed.DoesNotExist."""
-        read_at = now()
-        return cls(fastsql.feed_by_slug(slug), read_at=read_at)
 
     def etag(self) -> str:
         feed = self.feed

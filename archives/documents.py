@@ -162,7 +162,23 @@ class _Rendered(NamedTuple):
 subscription_bodies = PageCache(max(settings.FEEDPUB_PAGE_CACHE_BYTES // 8, 1))
 
 
-class SubscriptionDocument(Document):
+class FeedDocument(Document):
+    """A document of a whole feed, found by its slug: what it shows follows from the feed
+    row (and the log it counts), read in one small query."""
+
+    def __init__(self, feed: Feed, *, read_at: datetime):
+        super().__init__(read_at=read_at)
+        self.feed = feed
+
+    @classmethod
+    def for_slug(cls, slug: str):
+        """Raises Feed.DoesNotExist. One small query: a poll that finds nothing new
+        renders nothing (the ETag follows from the feed row alone)."""
+        read_at = now()
+        return cls(fastsql.feed_by_slug(slug), read_at=read_at)
+
+
+class SubscriptionDocument(FeedDocument):
     """/feeds/<slug>/: the unsealed entries, newest first."""
 
     # What tells this document's renderings apart from its twins' (RssSubscriptionDocument):
@@ -175,17 +191,6 @@ class SubscriptionDocument(Document):
     # for them.)
     shown = ("uuid", "slug", "title", "subtitle", "author", "language", "page_size",
              "sealed_pages", "last_seq")
-
-    def __init__(self, feed: Feed, *, read_at: datetime):
-        super().__init__(read_at=read_at)
-        self.feed = feed
-
-    @classmethod
-    def for_slug(cls, slug: str) -> SubscriptionDocument:
-        """Raises Feed.DoesNotExist. One small query: a poll that finds nothing new
-        renders nothing (the ETag follows from the feed row alone)."""
-        read_at = now()
-        return cls(fastsql.feed_by_slug(slug), read_at=read_at)
 
     @cached_property
     def _etag(self) -> str:
@@ -633,7 +638,7 @@ class RssArchiveDocument(Document):
 
 # RFC 5005's complete and paged feeds (archives/atom.py renders them) -------------------
 
-class CompleteDocument(Document):
+class CompleteDocument(FeedDocument):
     """/feeds/<slug>/complete/: one active entry per live record (RFC 5005 section 2,
     Atom-PMH's complete feed: deleted records are simply absent). Streamed: its size
     follows the feed's, so it is never held whole, in memory or in a cache.
@@ -649,16 +654,6 @@ class CompleteDocument(Document):
 
     streams = True
     chunk = 2000
-
-    def __init__(self, feed: Feed, *, read_at: datetime):
-        super().__init__(read_at=read_at)
-        self.feed = feed
-
-    @classmethod
-    def for_slug(cls, slug: str) -> CompleteDocument:
-        """Raises Feed.DoesNotExist."""
-        read_at = now()
-        return cls(fastsql.feed_by_slug(slug), read_at=read_at)
 
     @cached_property
     def _etag(self) -> str:
