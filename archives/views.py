@@ -32,6 +32,7 @@ from .documents import (
     ArchiveDocument,
     CompleteDocument,
     Document,
+    FeedDocument,
     LinkedPageDocument,
     PagedFeedDocument,
     PagedPageDocument,
@@ -64,10 +65,7 @@ def index(request: HttpRequest) -> HttpResponse:
 @read_only
 @negotiated("atom", "html")
 def subscription(request: HttpRequest, slug: str, format: str | None) -> HttpResponse:
-    try:
-        document = SubscriptionDocument.for_slug(slug)
-    except Feed.DoesNotExist:
-        raise Http404(f"No feed {slug!r}") from None
+    document = _feed_document(SubscriptionDocument, slug)
     if format == "html":
         document = htmlpages.FeedPage(document, page=request.GET.get("page"))
     return serve(request, document)
@@ -138,6 +136,13 @@ def _short_lived(response: HttpResponse) -> HttpResponse:
     return response
 
 
+def _feed_document(document_class: type[FeedDocument], slug: str) -> FeedDocument:
+    try:
+        return document_class.for_slug(slug)
+    except Feed.DoesNotExist:
+        raise Http404(f"No feed {slug!r}") from None
+
+
 def _feed_or_404(slug: str) -> Feed:
     try:
         return fastsql.feed_by_slug(slug)
@@ -192,10 +197,7 @@ def search(request: HttpRequest, slug: str) -> HttpResponse:
 
 @read_only
 def activity(request: HttpRequest, slug: str) -> HttpResponse:
-    try:
-        return serve(request, ActivityChart.for_slug(slug))
-    except Feed.DoesNotExist:
-        raise Http404(f"No feed {slug!r}") from None
+    return serve(request, _feed_document(ActivityChart, slug))
 
 
 def accepts_gzip(request: HttpRequest) -> bool:
@@ -213,11 +215,7 @@ def accepts_gzip(request: HttpRequest) -> bool:
 
 @read_only
 def rss_subscription(request: HttpRequest, slug: str) -> HttpResponse:
-    try:
-        document = RssSubscriptionDocument.for_slug(slug)
-    except Feed.DoesNotExist:
-        raise Http404(f"No feed {slug!r}") from None
-    return serve(request, document)
+    return serve(request, _feed_document(RssSubscriptionDocument, slug))
 
 
 @read_only
@@ -274,18 +272,12 @@ def serve(request: HttpRequest, document: Document) -> HttpResponse:
 
 @read_only
 def complete(request: HttpRequest, slug: str) -> HttpResponse:
-    try:
-        return serve(request, CompleteDocument.for_slug(slug))
-    except Feed.DoesNotExist:
-        raise Http404(f"No feed {slug!r}") from None
+    return serve(request, _feed_document(CompleteDocument, slug))
 
 
 @read_only
 def paged(request: HttpRequest, slug: str) -> HttpResponse:
-    try:
-        return serve(request, PagedFeedDocument.for_slug(slug))
-    except Feed.DoesNotExist:
-        raise Http404(f"No feed {slug!r}") from None
+    return serve(request, _feed_document(PagedFeedDocument, slug))
 
 
 @read_only

@@ -20,11 +20,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pytest
+from .external import require
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = ROOT / "deploy" / "nginx" / "feedpub.conf.template"
 VARIABLES = ("NGINX_PORT", "FEEDPUB_UPSTREAM", "NGINX_CACHE_DIR", "NGINX_CACHE_SIZE")
+
 
 
 def nginx_binary() -> str | None:
@@ -37,13 +38,7 @@ def nginx_binary() -> str | None:
 
 def require_nginx() -> str:
     """The nginx binary. Without one: skip, or fail when FEEDPUB_REQUIRE_NGINX is set."""
-    binary = nginx_binary()
-    if binary is None:
-        message = "needs nginx (Debian: apt-get install -y nginx-light)"
-        if os.environ.get("FEEDPUB_REQUIRE_NGINX"):
-            pytest.fail(f"{message}; FEEDPUB_REQUIRE_NGINX is set, so this is an error")
-        pytest.skip(message)
-    return binary
+    return require(nginx_binary(), name="nginx", install="nginx-light")
 
 
 def envsubst(text: str, values: dict[str, str]) -> str:

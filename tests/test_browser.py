@@ -21,6 +21,7 @@ from archives import publishing
 from archives.models import Feed
 from archives.sealing import seal_feed
 
+from .external import require
 from .factories import record_data
 
 # Screenshots for a person to look at after a run (FEEDPUB_SHOTS_DIR moves them).
@@ -30,15 +31,11 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
          "--hide-scrollbars"]
 
 
+
 @pytest.fixture(scope="session")
 def chromium_binary() -> str:
-    binary = shutil.which("chromium") or shutil.which("chromium-browser")
-    if binary is None:
-        message = "needs Chromium (Debian: apt-get install -y chromium)"
-        if os.environ.get("FEEDPUB_REQUIRE_CHROMIUM"):
-            pytest.fail(f"{message}; FEEDPUB_REQUIRE_CHROMIUM is set, so this is an error")
-        pytest.skip(message)
-    return binary
+    return require(shutil.which("chromium") or shutil.which("chromium-browser"),
+                   name="chromium", install="chromium")
 
 
 @pytest.fixture
