@@ -216,6 +216,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     "PREPROCESSING_HOOKS": ["archives.api.schema.canonical_routes_only"],
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
+                             "archives.api.schema.token_first"],
 }
 
 LANGUAGE_CODE = "en-us"

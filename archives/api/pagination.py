@@ -11,9 +11,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.urls import reverse
 from rest_framework.exceptions import NotFound
-from rest_framework.pagination import CursorPagination
+from rest_framework.pagination import Cursor, CursorPagination
 from rest_framework.utils.encoders import JSONEncoder
 
 from .exceptions import Invalid
@@ -24,6 +26,22 @@ class BoundedCursor(CursorPagination):
     page_size_query_param = "page_size"
     max_page_size = 1000
     max_page_bytes = 4 * 1024 * 1024
+    # For the schema's `next` and `previous` examples: the list's route and arguments, and
+    # the positions a walk would be at (an `ordering[0]` value as DRF writes it).
+    example_route: tuple[str, tuple[str, ...]]
+    example_positions: tuple[str, str]
+
+    def get_paginated_response_schema(self, schema):
+        """DRF's, with links this API would give out (DRF's example is
+        http://api.example.org/accounts/?cursor=...): Swagger UI shows them."""
+        answer = super().get_paginated_response_schema(schema)
+        name, args = self.example_route
+        self.base_url = settings.FEEDPUB_BASE_URL + reverse(name, args=args)
+        after, before = self.example_positions
+        links = answer["properties"]
+        links["next"]["example"] = self.encode_cursor(Cursor(0, False, after))
+        links["previous"]["example"] = self.encode_cursor(Cursor(0, True, before))
+        return answer
 
     def paginate_queryset(self, queryset, request, view=None):
         # The field a cursor's position is compared with, to check it before any query.
@@ -85,7 +103,11 @@ class RecordCursor(BoundedCursor):
     # record changed during the walk moves to the end, where the walker still finds it.
     # Served by the index record_feed_updated (feed, updated, id).
     ordering = ("updated", "id")
+    example_route = ("api:record-list", ("books",))
+    example_positions = ("2026-11-22 16:56:03.823429+00:00", "2026-11-22 16:57:41.100211+00:00")
 
 
 class FeedCursor(BoundedCursor):
     ordering = ("id",)
+    example_route = ("api:feed-list", ())
+    example_positions = ("100", "101")

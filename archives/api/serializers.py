@@ -212,3 +212,12 @@ class ErrorSerializer(serializers.Serializer):
         required=False,
         help_text="Each refused field (for a batch: operations -> index -> field) with "
                   "the reasons, e.g. {\"title\": [\"Must not be blank.\"]}.")
+
+
+class RootSerializer(serializers.Serializer):
+    """/api/: the API's roots."""
+
+    feeds = serializers.URLField(help_text="The feeds (GET to list, POST to create one).")
+    schema = serializers.URLField(help_text="This API's OpenAPI 3 schema.")
+    docs = serializers.URLField(help_text="The API's documentation: Swagger UI, where each "
+                                          "operation can be tried out.")

@@ -8,6 +8,7 @@ from . import views
 app_name = "api"
 
 urlpatterns = [
+    path("", views.Root.as_view(), name="root"),
     path("feeds/", views.FeedList.as_view(), name="feed-list"),
     path("feeds/<slug:slug>/", views.FeedDetail.as_view(), name="feed-detail"),
     # The same without the slash: APPEND_SLASH cannot redirect a POST or PATCH (it would

@@ -13,15 +13,23 @@ from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from django.utils.cache import get_conditional_response
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+)
 from rest_framework import generics, status
+from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from archives import publishing
 from archives.models import Entry, Feed, Record
 from archives.validation import RECORD_FIELDS, clean_key
 
+from . import examples
 from .exceptions import Conflict
 from .pagination import FeedCursor, RecordCursor
 from .parsers import require_length
@@ -35,6 +43,7 @@ from .serializers import (
     RecordFilterSerializer,
     RecordPatchSerializer,
     RecordSerializer,
+    RootSerializer,
 )
 
 ERRORS = {
@@ -60,8 +69,30 @@ IF_MATCH = OpenApiParameter(
 )
 
 
-def errors(*codes: int) -> dict[int, OpenApiResponse]:
-    return {code: OpenApiResponse(ErrorSerializer, ERRORS[code]) for code in (*codes, *ANY)}
+def errors(*codes: int, invalid: dict[str, Any] | None = None) -> dict[int, OpenApiResponse]:
+    """The refusals an operation may answer, each with an example (`invalid`: the 400's)."""
+    shown = examples.ERRORS | ({400: invalid} if invalid else {})
+    return {code: OpenApiResponse(ErrorSerializer, ERRORS[code],
+                                  examples=[OpenApiExample(f"{code}", value=shown[code])])
+            for code in (*codes, *ANY)}
+
+
+@extend_schema(tags=["api"])
+class Root(APIView):
+    """/api/: where everything of the API starts, for people (the browsable API) and
+    programs (JSON, and RFC 8631's service-desc and service-doc links)."""
+
+    # Public addresses, no model behind them to check permissions against.
+    permission_classes = [AllowAny]
+
+    @extend_schema(summary="The API's roots: feeds, schema, docs",
+                   responses={200: RootSerializer, **errors()}, examples=examples.ROOT)
+    def get(self, request: Request) -> Response:
+        links = {name: request.build_absolute_uri(reverse(route))
+                 for name, route in (("feeds", "api:feed-list"), ("schema", "api:schema"),
+                                     ("docs", "api:swagger-ui"))}
+        return Response(links, headers={"Link": f'<{links["schema"]}>; rel="service-desc", '
+                                                f'<{links["docs"]}>; rel="service-doc"'})
 
 
 class ApiView(generics.GenericAPIView):
@@ -78,13 +109,15 @@ class FeedList(ApiView):
     pagination_class = FeedCursor
 
     @extend_schema(summary="List feeds",
-                   responses={200: FeedSerializer(many=True), **errors(400)})
+                   responses={200: FeedSerializer(many=True), **errors(400)},
+                   examples=examples.FEED_ANSWER)
     def get(self, request: Request) -> Response:
         page = self.paginate_queryset(self.get_queryset())
         return self.get_paginated_response(self.get_serializer(page, many=True).data)
 
     @extend_schema(summary="Create a feed",
-                   responses={201: FeedSerializer, **errors(400, 401, 403, *BODY)})
+                   responses={201: FeedSerializer, **errors(400, 401, 403, *BODY)},
+                   examples=examples.FEED_CREATE + examples.FEED_ANSWER)
     def post(self, request: Request) -> Response:
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -93,14 +126,15 @@ class FeedList(ApiView):
                         headers={"Location": reverse("api:feed-detail", args=[feed.slug])})
 
 
-@extend_schema(tags=["feeds"])
+@extend_schema(tags=["feeds"], parameters=[examples.SLUG_PARAMETER])
 class FeedDetail(ApiView):
     queryset = Feed.objects.all()
     serializer_class = FeedSerializer
     lookup_field = "slug"
     http_method_names = ["get", "patch", "delete", "head", "options"]
 
-    @extend_schema(summary="Read a feed", responses={200: FeedSerializer, **errors(404)})
+    @extend_schema(summary="Read a feed", responses={200: FeedSerializer, **errors(404)},
+                   examples=examples.FEED_ANSWER)
     def get(self, request: Request, slug: str) -> Response:
         return Response(self.get_serializer(self.get_object()).data)
 
@@ -110,6 +144,7 @@ class FeedDetail(ApiView):
                     "the feed has entries (409): archive URIs and page ranges are promised "
                     "forever.",
         responses={200: FeedSerializer, **errors(400, 401, 403, 404, 409, *BODY)},
+        examples=examples.FEED_CHANGE + examples.FEED_ANSWER,
     )
     def patch(self, request: Request, slug: str) -> Response:
         feed = self.get_object()
@@ -142,6 +177,7 @@ class FeedMixin:
 
 
 @extend_schema(tags=["records"], parameters=[
+    examples.SLUG_PARAMETER,
     OpenApiParameter("deleted", OpenApiTypes.BOOL,
                      description="true: only deleted records (tombstones unless the user "
                                  "has archives.view_record); false: only live ones."),
@@ -161,7 +197,8 @@ class RecordList(FeedMixin, ApiView):
         return Record.objects.filter(feed=self.get_feed()).select_related("feed")
 
     @extend_schema(summary="List a feed's records",
-                   responses={200: RecordSerializer(many=True), **errors(400, 404)})
+                   responses={200: RecordSerializer(many=True), **errors(400, 404)},
+                   examples=examples.RECORD_LIST_ANSWER)
     def get(self, request: Request, slug: str) -> Response:
         filters = RecordFilterSerializer(data=request.query_params)
         filters.is_valid(raise_exception=True)
@@ -174,7 +211,7 @@ class RecordList(FeedMixin, ApiView):
         return self.get_paginated_response(self.get_serializer(page, many=True).data)
 
 
-@extend_schema(tags=["records"])
+@extend_schema(tags=["records"], parameters=[examples.SLUG_PARAMETER, examples.KEY_PARAMETER])
 class RecordDetail(FeedMixin, ApiView):
     """One record by its key. Every answer carries the record's ETag."""
 
@@ -206,6 +243,7 @@ class RecordDetail(FeedMixin, ApiView):
                     "`atom_id`, `updated`, `deleted`). `If-None-Match` with the current "
                     "ETag answers 304.",
         responses={200: RecordSerializer, 304: None, **errors(400, 404)},
+        examples=examples.RECORD_ANSWER,
     )
     def get(self, request: Request, slug: str, key: str) -> Response:
         record = self.get_object()
@@ -222,6 +260,7 @@ class RecordDetail(FeedMixin, ApiView):
         request=RecordBodySerializer, parameters=[IF_MATCH],
         responses={200: RecordSerializer, 201: RecordSerializer,
                    **errors(400, 401, 403, 404, 412, *BODY)},
+        examples=examples.RECORD_PUT + examples.RECORD_ANSWER,
     )
     def put(self, request: Request, slug: str, key: str) -> Response:
         feed = self.get_feed()
@@ -244,6 +283,7 @@ class RecordDetail(FeedMixin, ApiView):
                     "PUT it to restore it.",
         request=RecordPatchSerializer, parameters=[IF_MATCH],
         responses={200: RecordSerializer, **errors(400, 401, 403, 404, 409, 412, *BODY)},
+        examples=examples.RECORD_PATCH + examples.RECORD_ANSWER,
     )
     def patch(self, request: Request, slug: str, key: str) -> Response:
         patch = RecordPatchSerializer(data=request.data)
@@ -285,7 +325,7 @@ class RecordDetail(FeedMixin, ApiView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-@extend_schema(tags=["records"])
+@extend_schema(tags=["records"], parameters=[examples.SLUG_PARAMETER])
 class Batch(FeedMixin, ApiView):
     # A user without any record permission is refused before anything is read; the
     # exact permissions depend on the operations: checked in post() once they are parsed.
@@ -302,7 +342,9 @@ class Batch(FeedMixin, ApiView):
             "empty batch is refused (400)."
         ),
         request=BatchSerializer,
-        responses={200: BatchAnswerSerializer, **errors(400, 401, 403, 404, *BODY)},
+        responses={200: BatchAnswerSerializer,
+                   **errors(400, 401, 403, 404, *BODY, invalid=examples.BATCH_INVALID)},
+        examples=examples.BATCH,
     )
     def post(self, request: Request, slug: str) -> Response:
         feed = self.get_feed()

@@ -1,0 +1,139 @@
+"""The examples the OpenAPI schema shows for each operation, so that Swagger UI's "Try it
+out" works as given: run top to bottom on a fresh server they create the feed `books`,
+put records in it and change them (tests/test_api_docs.py sends every one of them).
+
+Without them Swagger UI makes its own from the field types (`"href": "string"`,
+`"additionalProp1"`), which the API refuses.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter
+
+from archives import validation
+from archives.publishing import FROZEN
+
+from .parsers import BodyTooLarge, LengthRequired
+
+SLUG = "books"
+KEY = "moby-dick"
+# Read once, when the views are imported: the responses' URLs are this server's.
+BASE = settings.FEEDPUB_BASE_URL
+
+SLUG_PARAMETER = OpenApiParameter(
+    "slug", OpenApiTypes.STR, OpenApiParameter.PATH,
+    description="The feed's slug, its name in every URL of the feed (`/feeds/<slug>/`). "
+                f"The examples use `{SLUG}`, which the example of \"Create a feed\" creates.",
+    examples=[OpenApiExample(SLUG, value=SLUG)],
+)
+KEY_PARAMETER = OpenApiParameter(
+    "key", OpenApiTypes.STR, OpenApiParameter.PATH,
+    description=(
+        "The record's key: the producer's own identifier for it, unique within the feed, "
+        "and the last segment of its public URL `/feeds/<slug>/records/<key>`. 1 to "
+        f"{validation.MAX_KEY_LENGTH} characters, only letters, digits and `. _ ~ -` "
+        "(URL-safe, so it needs no escaping), and neither `.` nor `..`. A PUT to a new key "
+        "creates the record; the key of a record never changes."
+    ),
+    examples=[OpenApiExample(KEY, value=KEY)],
+)
+
+FEED_BODY = {
+    "slug": SLUG,
+    "title": "Books of the world",
+    "subtitle": "New and changed catalogue records, every day",
+    "author": "The Catalogue Team",
+    "language": "en",
+    "page_size": 100,
+}
+FEED = {
+    **FEED_BODY,
+    "atom_id": "urn:uuid:2f1b6c3e-8d4a-4c57-9e0b-6a1f3d2c4b5a",
+    "url": f"{BASE}/feeds/{SLUG}/",
+    "records": f"{BASE}/api/feeds/{SLUG}/records/",
+    "entries": 3,
+    "sealed_pages": 0,
+    "updated": "2026-11-22T16:56:03.823429Z",
+    "created": "2026-11-22T16:50:12.004512Z",
+}
+RECORD_BODY = {
+    "title": "Moby-Dick; or, The Whale",
+    "summary": "Herman Melville's novel of Captain Ahab's hunt for the white whale.",
+    "metadata": {"author": "Herman Melville", "year": 1851, "isbn": "9780142437247",
+                 "subjects": ["Whaling", "Sea stories"]},
+    "links": [{"href": "https://www.gutenberg.org/ebooks/2701", "rel": "related",
+               "type": "text/html", "title": "Read it at Project Gutenberg"}],
+}
+RECORD = {
+    "key": KEY,
+    "atom_id": "urn:uuid:7c9e2b14-3a5d-5f60-8b1c-2d4e6f8a0b1c",
+    **RECORD_BODY,
+    "created": "2026-11-22T16:56:03.823429Z",
+    "updated": "2026-11-22T16:56:03.823429Z",
+    "deleted": False,
+    "url": f"{BASE}/feeds/{SLUG}/records/{KEY}",
+}
+TOMBSTONE = {"key": "dubliners", "atom_id": "urn:uuid:0d3f5a7b-9c1e-5b2d-8f4a-6c8e0a2b4d6f",
+             "updated": "2026-11-22T17:02:44.190311Z", "deleted": True}
+
+FEED_CREATE = [OpenApiExample("A feed of books", value=FEED_BODY, request_only=True)]
+FEED_CHANGE = [OpenApiExample(
+    "Retitle the feed", request_only=True,
+    value={"title": "Books of the world", "subtitle": "The catalogue's changes, day by day"})]
+FEED_ANSWER = [OpenApiExample("A feed", value=FEED, response_only=True)]
+RECORD_PUT = [OpenApiExample("A book", value=RECORD_BODY, request_only=True)]
+RECORD_PATCH = [OpenApiExample(
+    "Change the summary", request_only=True,
+    value={"summary": "Call me Ishmael: Melville's novel of the hunt for the white whale."})]
+RECORD_ANSWER = [OpenApiExample("A record", value=RECORD, response_only=True)]
+RECORD_LIST_ANSWER = [
+    OpenApiExample("A record", value=RECORD, response_only=True),
+    OpenApiExample("A deleted record (as anonymous readers see it)", value=TOMBSTONE,
+                   response_only=True),
+]
+BATCH = [
+    OpenApiExample("Put two records", request_only=True, value={"operations": [
+        {"op": "put", "key": "ulysses", "record": {
+            "title": "Ulysses", "summary": "One day in Dublin, 16 June 1904.",
+            "metadata": {"author": "James Joyce", "year": 1922}}},
+        {"op": "put", "key": "dubliners", "record": {
+            "title": "Dubliners", "metadata": {"author": "James Joyce", "year": 1914},
+            "links": [{"href": "https://www.gutenberg.org/ebooks/2814", "rel": "related"}]}},
+    ]}),
+    OpenApiExample("Delete a record and put another", request_only=True, value={"operations": [
+        {"op": "delete", "key": "dubliners"},
+        {"op": "put", "key": "a-portrait", "record": {
+            "title": "A Portrait of the Artist as a Young Man",
+            "metadata": {"author": "James Joyce", "year": 1916}}},
+    ]}),
+    OpenApiExample("Two records put", response_only=True, value={"applied": 2, "results": [
+        {"index": 0, "op": "put", "key": "ulysses", "changed": True, "seq": 4},
+        {"index": 1, "op": "put", "key": "dubliners", "changed": True, "seq": 5},
+    ]}),
+]
+ROOT = [OpenApiExample("The roots", response_only=True, value={
+    "feeds": f"{BASE}/api/feeds/", "schema": f"{BASE}/api/schema/",
+    "docs": f"{BASE}/api/schema/swagger-ui/"})]
+
+# What each refusal looks like (the shape archives.api.exceptions gives every error).
+ERRORS = {
+    400: {"detail": "Invalid input; nothing was written.",
+          "errors": {"title": ["Must not be blank."],
+                     "links": ["links[0].href: must be an absolute http/https/urn/tag URI."]}},
+    401: {"detail": "Authentication credentials were not provided."},
+    403: {"detail": "Needs the permission(s) archives.add_record."},
+    404: {"detail": "No Feed matches the given query."},
+    409: {"detail": f"slug: {FROZEN['slug']}", "errors": {"slug": [FROZEN["slug"]]}},
+    411: {"detail": str(LengthRequired.default_detail)},
+    412: {"detail": "If-Match \"20261122T080803823429Z\" does not match the record's current "
+                    "ETag \"20261122T081512004211Z\""},
+    413: {"detail": str(BodyTooLarge().detail)},
+    429: {"detail": "Request was throttled. Expected available in 42 seconds."},
+    503: {"detail": "The database is unavailable; try again shortly."},
+}
+BATCH_INVALID = {"detail": "1 operation(s) are invalid; nothing was applied.",
+                 "errors": {"operations": {"1": {"key": [
+                     "A key may only hold letters, digits and . _ ~ - (URL-safe), "
+                     "and may not be '.' or '..'."]}}}}
