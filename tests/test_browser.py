@@ -154,3 +154,21 @@ def test_the_activity_chart_renders(browser, site):
 
     assert "created (5)" in " ".join(root.itertext())
     assert browser.shoot(f"{base}/feeds/books/activity.svg", "chart").stat().st_size > 3_000
+
+
+def test_the_home_page_links_each_feeds_formats_the_admin_and_the_api_docs(browser, site):
+    feed, base = site
+    root = browser.dump(f"{base}/")
+
+    row = root.xpath("//tbody/tr[.//code[.='books']]")[0]
+    hrefs = {a.text: urljoin(f"{base}/", a.get("href")) for a in row.xpath(".//a")}
+    assert hrefs["Books of the world"] == f"{base}/feeds/books/?format=html"
+    assert [hrefs[name] for name in ("Atom", "RSS", "complete", "paged", "linked pages")] == [
+        f"{base}/feeds/books/", f"{base}/feeds/books/rss/", f"{base}/feeds/books/complete/",
+        f"{base}/feeds/books/paged/", f"{base}/feeds/books/pages/latest"]
+    assert visible(row.xpath(".//time")[0]).endswith(" UTC")
+    site_links = root.xpath("//nav[@aria-label='Site']//a/@href")
+    assert site_links == ["/admin/", "/api/schema/swagger-ui/", "/api/"]
+    people = browser.dump(hrefs["Books of the world"])
+    assert people.findtext(".//h1") == "Books of the world"
+    assert browser.shoot(f"{base}/", "home").stat().st_size > 10_000

@@ -1,0 +1,79 @@
+"""The home page orients: which feed is which (slugs), when each last changed (in words a
+person reads), and where each of its formats, the admin and the API docs are."""
+
+from __future__ import annotations
+
+import re
+
+import feedparser
+import pytest
+from lxml import html
+
+from archives.models import Feed
+
+from .factories import FeedFactory
+
+
+@pytest.fixture
+def home(client, sealed_feed):
+    # A second feed with the same title: only the slug tells them apart.
+    FeedFactory(slug="books-2", title="Books")
+    return html.fromstring(client.get("/").content)
+
+
+def row(root, slug: str):
+    return root.xpath(f"//tbody/tr[.//code[.='{slug}']]")[0]
+
+
+def visible(element) -> str:
+    return " ".join(" ".join(element.itertext()).split())
+
+
+def test_each_feed_shows_its_slug(home):
+    assert home.xpath("//tbody/tr//code/text()") == ["books", "books-2"]
+    assert visible(row(home, "books")).startswith("Books books")
+
+
+def test_the_last_change_is_a_human_date_in_utc(home, sealed_feed):
+    changed = sealed_feed.content_updated
+    shown = row(home, "books").xpath(".//time")[0]
+
+    assert visible(shown) == f"{changed.day} {changed:%b %Y, %H:%M} UTC"
+    assert not re.search(r"\d\.\d{6}", visible(home))  # no microseconds anywhere
+    assert shown.get("datetime").startswith(changed.strftime("%Y-%m-%dT%H:%M:%S"))
+
+
+def test_each_feeds_formats_are_linked_and_answer(client, home):
+    links = {a.text: a.get("href") for a in row(home, "books").xpath(".//a")}
+
+    assert links == {
+        "Books": "/feeds/books/?format=html", "Atom": "/feeds/books/",
+        "RSS": "/feeds/books/rss/", "complete": "/feeds/books/complete/",
+        "paged": "/feeds/books/paged/", "linked pages": "/feeds/books/pages/latest",
+        "first": "/feeds/books/archives/1/?format=html",
+        "edit in the admin": f"/admin/archives/feed/{Feed.objects.get(slug='books').pk}/change/",
+    }
+    assert client.get(links["Books"])["Content-Type"].startswith("text/html")
+    for name in ("Atom", "RSS", "complete", "paged"):
+        parsed = feedparser.parse(b"".join(client.get(links[name])))
+        assert not parsed.bozo, name
+        assert parsed.feed.title == "Books", name
+    latest = client.get(links["linked pages"])
+    assert latest.status_code == 302
+    assert client.get(latest["Location"]).status_code == 200
+
+
+def test_it_links_the_admin_and_the_api_docs(client, home):
+    site = {a.text: a.get("href") for a in home.xpath("//nav[@aria-label='Site']//a")}
+
+    assert site == {"Admin": "/admin/", "API docs (Swagger UI)": "/api/schema/swagger-ui/",
+                    "API": "/api/"}
+    assert client.get(site["Admin"]).status_code == 302  # to the login page
+    assert b"swagger-ui" in client.get(site["API docs (Swagger UI)"]).content
+    assert client.get(site["API"], headers={"Accept": "application/json"}).json()["docs"] \
+        == "http://testserver/api/schema/swagger-ui/"
+
+
+def test_it_keeps_the_autodiscovery_links(home):
+    assert home.xpath("//head/link[@rel='alternate']/@href") == [
+        "/feeds/books/", "/feeds/books/rss/", "/feeds/books-2/", "/feeds/books-2/rss/"]
