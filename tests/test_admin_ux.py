@@ -212,8 +212,8 @@ def test_long_keys_and_titles_are_cut_with_the_whole_on_hover(admin_client, feed
     shown_key = doc.xpath("//th[contains(@class, 'field-short_key')]//span")[0]
     shown_title = doc.xpath("//td[contains(@class, 'field-short_title')]/span")[0]
 
-    assert (shown_key.get("title"), len(shown_key.text_content())) == (key, 32)
-    assert (shown_title.get("title"), len(shown_title.text_content())) == (title, 60)
+    assert (shown_key.get("title"), len(shown_key.text_content())) == (key, 24)
+    assert (shown_title.get("title"), len(shown_title.text_content())) == (title, 40)
 
 
 def test_entries_are_newest_first_and_found_by_record_key_or_title(admin_client, busy):
@@ -230,9 +230,11 @@ def test_entries_are_newest_first_and_found_by_record_key_or_title(admin_client,
 
 def test_a_deleted_record_is_shown_apart_in_the_record_list(admin_client, busy):
     doc = page(admin_client.get(f"/admin/archives/record/?feed__id__exact={busy.pk}"))
-    states = doc.xpath("//td[contains(@class, 'field-state')]/text()")
+    states = [td.text_content() for td in doc.xpath("//td[contains(@class, 'field-state')]")]
+    deleted = doc.xpath("//td[contains(@class, 'field-state')]/span/@title")
 
     assert states.count("live") == 7
-    assert len([s for s in states if s.startswith("deleted ")]) == 1
+    assert states.count("deleted") == 1
+    assert deleted[0].startswith("deleted 20")
     assert Feed.objects.get().last_seq == 9
     assert kinds(busy)[-1] == "delete"
