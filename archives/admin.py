@@ -7,24 +7,83 @@ deletion entry and keeps the row, and entries and sealed pages are read-only.
 
 from __future__ import annotations
 
+import json
+from urllib.parse import urlencode
+
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
-from django.db.models import Count
-from django.utils.html import format_html
+from django.db.models import Count, Q
+from django.http import HttpResponseRedirect
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.text import Truncator
+from django.utils.timezone import localtime
 
-from . import atom, publishing, sealing
+from . import atom, publishing, sealing, validation
 from .models import ArchivePage, Entry, Feed, Record
-from .validation import RECORD_FIELDS, clean_feed_text, clean_key, clean_record
+from .validation import RECORD_FIELDS, clean_feed_text, clean_record
+
+# The navigation sidebar takes 300 of a 1280-pixel screen from every list; the
+# breadcrumbs and the index page lead everywhere it does.
+admin.site.enable_nav_sidebar = False
 
 
 def _add_errors(form: forms.ModelForm, error: ValidationError) -> None:
     for field, messages_ in error.message_dict.items():
-        form.add_error(field if field in form.fields else None, messages_)
+        if field not in form.errors:  # one message per mistake: the field's own comes first
+            form.add_error(field if field in form.fields else None, messages_)
 
 
 def _link(url: str, text: str):
     return format_html('<a href="{}">{}</a>', url, text)
+
+
+def _changelist(model, **filters) -> str:
+    """The admin list of `model`, filtered as a person would by clicking."""
+    url = reverse(f"admin:archives_{model._meta.model_name}_changelist")
+    return f"{url}?{urlencode(filters)}" if filters else url
+
+
+def _short(text: str, length: int):
+    """`text` cut to fit a column, the whole of it on hover."""
+    return format_html('<span title="{}">{}</span>', text, Truncator(text).chars(length))
+
+
+def _stamp(moment) -> str:
+    """A time short enough for a list column (the full one is on the object's page)."""
+    return f"{localtime(moment):%Y-%m-%d %H:%M}"
+
+
+def _help(text: str, example) -> str:
+    shown = example if isinstance(example, str) else json.dumps(example, indent=2)
+    return format_html("{}<br>Example:<pre>{}</pre>", text, shown)
+
+
+class PrettyJSONField(forms.JSONField):
+    """JSON shown indented as a person writes it, and refused with where it went wrong."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("widget", forms.Textarea(attrs={"rows": 8, "cols": 80,
+                                                          "spellcheck": "false"}))
+        super().__init__(**kwargs)
+
+    def to_python(self, value):
+        if self.disabled or value in self.empty_values or not isinstance(value, str):
+            return super().to_python(value)
+        try:
+            json.loads(value)
+        except json.JSONDecodeError as error:
+            # Line and column count from 1, as json reports them.
+            raise ValidationError(f"Invalid JSON at line {error.lineno}, column "
+                                  f"{error.colno}: {error.msg}.", code="invalid") from None
+        return super().to_python(value)
+
+    def prepare_value(self, value):
+        if isinstance(value, forms.fields.InvalidJSONInput):
+            return value
+        return json.dumps(value, indent=2, ensure_ascii=False)
 
 
 class FeedForm(forms.ModelForm):
@@ -44,43 +103,87 @@ class FeedForm(forms.ModelForm):
 @admin.register(Feed)
 class FeedAdmin(admin.ModelAdmin):
     form = FeedForm
-    list_display = ["slug", "title", "record_count", "entry_count", "page_count", "page_size",
-                    "last_updated", "subscription"]
+    list_display = ["slug", "title", "record_count", "deleted_count", "entry_count",
+                    "page_count", "page_size", "last_updated", "subscription"]
     search_fields = ["slug", "title"]
-    readonly_fields = ["uuid", "last_seq", "last_updated", "sealed_pages", "created", "activity"]
+    readonly_fields = ["contents", "activity", "uuid", "last_seq", "last_updated",
+                       "sealed_pages", "created"]
     actions = ["seal_now"]
 
     def get_queryset(self, request):
-        return super().get_queryset(request).annotate(record_count=Count("records"))
+        return super().get_queryset(request).annotate(
+            record_count=Count("records", filter=Q(records__deleted_at__isnull=True)),
+            deleted_count=Count("records", filter=Q(records__deleted_at__isnull=False)))
 
     @admin.display(description="records", ordering="record_count")
-    def record_count(self, feed: Feed) -> int:
-        return feed.record_count
+    def record_count(self, feed: Feed):
+        return _link(_changelist(Record, feed__id__exact=feed.pk, state="live"),
+                     feed.record_count)
+
+    @admin.display(description="deleted", ordering="deleted_count")
+    def deleted_count(self, feed: Feed):
+        return _link(_changelist(Record, feed__id__exact=feed.pk, state="deleted"),
+                     feed.deleted_count)
 
     @admin.display(description="entries", ordering="last_seq")
-    def entry_count(self, feed: Feed) -> int:
-        return feed.last_seq
+    def entry_count(self, feed: Feed):
+        return _link(_changelist(Entry, feed__id__exact=feed.pk), feed.last_seq)
 
     @admin.display(description="sealed pages", ordering="sealed_pages")
-    def page_count(self, feed: Feed) -> int:
-        return feed.sealed_pages
+    def page_count(self, feed: Feed):
+        return _link(_changelist(ArchivePage, feed__id__exact=feed.pk), feed.sealed_pages)
 
     @admin.display(description="subscription document")
     def subscription(self, feed: Feed):
         return _link(atom.subscription_url(feed.slug), "Atom")
 
+    @admin.display(description="contents")
+    def contents(self, feed: Feed):
+        """What the feed holds, each count linked to its list, and the documents it serves."""
+        counts = Record.objects.filter(feed=feed).aggregate(
+            live=Count("pk", filter=Q(deleted_at__isnull=True)),
+            deleted=Count("pk", filter=Q(deleted_at__isnull=False)))
+        backlog = feed.full_pages - feed.sealed_pages
+        rows = [
+            (f"{counts['live']} live records",
+             _changelist(Record, feed__id__exact=feed.pk, state="live")),
+            (f"{counts['deleted']} deleted records",
+             _changelist(Record, feed__id__exact=feed.pk, state="deleted")),
+            (f"{feed.last_seq} entries", _changelist(Entry, feed__id__exact=feed.pk)),
+            (f"{feed.sealed_pages} sealed pages",
+             _changelist(ArchivePage, feed__id__exact=feed.pk)),
+            (f"{backlog} full pages not yet sealed",
+             _changelist(Entry, feed__id__exact=feed.pk, seq__gt=feed.sealed_seq,
+                         seq__lte=feed.full_pages * feed.page_size)),
+        ]
+        subscription = atom.subscription_url(feed.slug)
+        documents = [("subscription document (Atom)", subscription),
+                     ("its page for people", atom.html_url(subscription)),
+                     ("activity chart", atom.url("archives:activity", feed.slug))]
+        return format_html(
+            '<ul class="feed-contents">{}</ul>Documents: {}',
+            format_html_join("", '<li><a href="{1}">{0}</a></li>', rows),
+            format_html_join(" · ", '<a href="{1}">{0}</a>', documents))
+
     @admin.display(description="activity")
     def activity(self, feed: Feed):
-        if feed.pk is None:
-            return "-"
         chart = atom.url("archives:activity", feed.slug)
         return format_html('<a href="{}"><img src="{}" alt="Entries per day" width="570" '
-                           'height="225"></a><br>{}', chart, chart,
-                           _link(atom.html_url(atom.subscription_url(feed.slug)), "feed page"))
+                           'height="225"></a>', chart, chart)
 
     def get_readonly_fields(self, request, obj=None):
+        if obj is None:
+            return []  # nothing to show yet (a uuid here would not be the one saved)
         # Archive URIs and page ranges are promised forever (Feed.frozen_fields).
-        return [*self.readonly_fields, *(obj.frozen_fields if obj else [])]
+        return [*self.readonly_fields, *obj.frozen_fields]
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        # Say why fields are read-only and why there is no Delete button (the form's top).
+        feed = self.get_object(request, object_id)
+        extra = {"frozen": [(Feed._meta.get_field(name).verbose_name, publishing.FROZEN[name])
+                            for name in (feed.frozen_fields if feed else [])],
+                 "undeletable": bool(feed and feed.sealed_pages)}
+        return super().change_view(request, object_id, form_url, {**extra, **(extra_context or {})})
 
     def has_delete_permission(self, request, obj=None):
         return super().has_delete_permission(request, obj) and not (obj and obj.sealed_pages)
@@ -116,22 +219,49 @@ class FeedAdmin(admin.ModelAdmin):
 
     @admin.action(description="Seal full pages now", permissions=["change"])
     def seal_now(self, request, queryset):
-        sealed = [page for feed in queryset for page in sealing.seal_feed(feed)]
-        self.message_user(request, f"Sealed {len(sealed)} page(s).", messages.SUCCESS)
+        sealed = {feed.slug: sealing.seal_feed(feed) for feed in queryset}
+        lines = format_html_join(
+            "; ", "{}: {}",
+            ((slug, format_html_join(", ", '<a href="{}">page {}</a>',
+                                     ((atom.archive_url(slug, page.number), page.number)
+                                      for page in pages)) if pages else "nothing to seal")
+             for slug, pages in sealed.items()))
+        total = sum(len(pages) for pages in sealed.values())
+        why = ("Writes already seal each page as it fills (FEEDPUB_SEAL_ON_WRITE); this "
+               "action seals what a failed seal left." if settings.FEEDPUB_SEAL_ON_WRITE else
+               "Writes do not seal (FEEDPUB_SEAL_ON_WRITE is off): this action or the "
+               "seal_archives command does.")
+        self.message_user(request, format_html("Sealed {} page(s). {}. {}", total, lines, why),
+                          messages.SUCCESS if total else messages.INFO)
 
 
 class RecordForm(forms.ModelForm):
-    """Checks a record with the same rules as the API (archives.validation)."""
+    """Checks a record with the same rules as the API (archives.validation), and says what
+    those rules are before anyone breaks them."""
+
+    # No maxlength in the browser, which would cut a long key or title without a word:
+    # the server counts and says so (archives.validation).
+    key = forms.CharField(strip=False, help_text=_help(validation.KEY_HELP,
+                                                       validation.KEY_EXAMPLE))
+    title = forms.CharField(strip=False, widget=forms.TextInput(attrs={"size": 80}))
+    metadata = PrettyJSONField(required=False, initial=dict, help_text=_help(
+        validation.METADATA_HELP, validation.METADATA_EXAMPLE))
+    links = PrettyJSONField(required=False, initial=list, help_text=_help(
+        validation.LINKS_HELP, validation.LINKS_EXAMPLE))
 
     class Meta:
         model = Record
         fields = ["feed", "key", *RECORD_FIELDS]
 
+    def clean_key(self):
+        try:
+            return validation.clean_key(self.cleaned_data["key"])
+        except ValidationError as error:
+            raise ValidationError(error.message_dict["key"]) from None
+
     def clean(self):
         cleaned = super().clean()
         try:
-            if not self.instance.pk:
-                clean_key(cleaned.get("key"))
             self.record_data = clean_record({
                 "title": cleaned.get("title"),
                 "summary": cleaned.get("summary") or "",
@@ -161,26 +291,84 @@ class LiveFilter(admin.SimpleListFilter):
 @admin.register(Record)
 class RecordAdmin(admin.ModelAdmin):
     form = RecordForm
-    list_display = ["key", "title", "feed", "updated", "deleted_at", "document"]
+    list_display = ["short_key", "short_title", "feed", "changed", "state", "links_"]
+    list_display_links = ["short_key"]
     list_filter = [LiveFilter, "feed"]
     search_fields = ["key", "title"]
-    readonly_fields = ["created", "updated", "deleted_at"]
+    readonly_fields = ["created", "updated", "deleted_at", "history", "documents"]
     list_select_related = ["feed"]
     actions = ["restore"]
+
+    def get_list_display(self, request):
+        # Filtered to one feed (as the feed page links it), a feed column says nothing.
+        if "feed__id__exact" in request.GET:
+            return [name for name in self.list_display if name != "feed"]
+        return self.list_display
+
+    @admin.display(description="key", ordering="key")
+    def short_key(self, record: Record):
+        return _short(record.key, 24)
+
+    @admin.display(description="title", ordering="title")
+    def short_title(self, record: Record):
+        return _short(record.title, 40)
+
+    @admin.display(description="updated", ordering="updated")
+    def changed(self, record: Record):
+        return _stamp(record.updated)
+
+    @admin.display(description="state", ordering="deleted_at")
+    def state(self, record: Record):
+        if record.is_deleted:
+            return format_html('<span title="deleted {}">deleted</span>',
+                               _stamp(record.deleted_at))
+        return "live"
+
+    @admin.display(description="links")
+    def links_(self, record: Record):
+        return format_html("{} · {}", self.history(record), self.document(record))
+
+    @admin.display(description="history")
+    def history(self, record: Record):
+        if record.pk is None:
+            return "-"
+        return _link(_changelist(Entry, record__id__exact=record.pk), "entries")
 
     @admin.display(description="record URL")
     def document(self, record: Record):
         return _link(atom.record_url(record.feed.slug, record.key),
                      "gone (410)" if record.is_deleted else "Atom entry")
 
+    @admin.display(description="documents")
+    def documents(self, record: Record):
+        url = atom.record_url(record.feed.slug, record.key)
+        return format_html('{} · {} · feed {}', _link(url, "Atom entry"),
+                           _link(atom.html_url(url), "page for people"),
+                           _link(reverse("admin:archives_feed_change", args=[record.feed_id]),
+                                 record.feed.slug))
+
     def get_readonly_fields(self, request, obj=None):
-        return [*self.readonly_fields, "feed", "key"] if obj else self.readonly_fields
+        return [*self.readonly_fields, "feed", "key"] if obj else []
 
     def save_model(self, request, obj, form, change):
         # A save is a put: one entry when something changed (and a restore if deleted).
-        publishing.put_record(feed=obj.feed, key=obj.key, data=form.record_data)
+        entry = publishing.put_record(feed=obj.feed, key=obj.key, data=form.record_data)
+        request.feedpub_unchanged = change and entry is None
         saved = Record.objects.get(feed=obj.feed, key=obj.key)
         obj.__dict__.update(saved.__dict__)
+
+    def response_change(self, request, obj):
+        if not getattr(request, "feedpub_unchanged", False):
+            return super().response_change(request, obj)
+        self.message_user(request, f"Nothing changed in {obj}: no entry was appended.",
+                          messages.INFO)
+        if "_continue" in request.POST:
+            return HttpResponseRedirect(request.path)
+        return self.response_post_save_change(request, obj)
+
+    def response_post_save_add(self, request, obj):
+        # The new record, not page 1 of a long list where it may not even show.
+        return HttpResponseRedirect(reverse("admin:archives_record_change", args=[obj.pk]))
 
     def delete_model(self, request, obj):
         # Deleting appends a deletion entry; the row stays, as the feed's history needs it.
@@ -221,11 +409,28 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 @admin.register(Entry)
 class EntryAdmin(ReadOnlyAdmin):
-    list_display = ["seq", "feed", "kind", "record", "updated", "document"]
+    list_display = ["seq", "feed", "kind", "record_key", "short_title", "changed", "document"]
     list_filter = ["feed", "kind"]
     list_select_related = ["feed", "record__feed"]
+    search_fields = ["record__key", "title"]
+    # Newest first: id follows the order entries were written in, across feeds.
+    ordering = ["-id"]
     # Counting every entry of a big log on each page view is the slow part of a changelist.
     show_full_result_count = False
+
+    @admin.display(description="record", ordering="record__key")
+    def record_key(self, entry: Entry):
+        return format_html('<a href="{}" title="{}">{}</a>',
+                           reverse("admin:archives_record_change", args=[entry.record_id]),
+                           entry.record.key, Truncator(entry.record.key).chars(24))
+
+    @admin.display(description="title", ordering="title")
+    def short_title(self, entry: Entry):
+        return _short(entry.title, 40)
+
+    @admin.display(description="updated", ordering="updated")
+    def changed(self, entry: Entry):
+        return _stamp(entry.updated)
 
     @admin.display(description="served in")
     def document(self, entry: Entry):
@@ -240,6 +445,7 @@ class ArchivePageAdmin(ReadOnlyAdmin):
     list_filter = ["feed"]
     list_select_related = ["feed"]
     exclude = ["body"]
+    ordering = ["feed", "-number"]
     show_full_result_count = False
 
     def get_queryset(self, request):

@@ -126,7 +126,7 @@ class Record(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.feed.slug}/{self.key}"
+        return f"{self.feed.slug} / {self.key}"
 
     def get_absolute_url(self) -> str:
         return reverse("archives:record", args=[self.feed.slug, self.key])
@@ -179,7 +179,7 @@ class Entry(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.feed_id}#{self.seq} {self.kind}"
+        return f"{self.feed.slug} #{self.seq} {self.kind}"
 
     @property
     def is_deletion(self) -> bool:
@@ -232,7 +232,7 @@ class ArchivePage(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.feed_id} page {self.number}"
+        return f"{self.feed.slug} page {self.number}"
 
     def get_absolute_url(self) -> str:
         return reverse("archives:archive", args=[self.feed.slug, self.number])

@@ -43,6 +43,27 @@ MEDIA_TYPE_RE = re.compile(
 # A registered relation name (RFC 8288 reg-rel-type) or else an absolute URI.
 REL_NAME_RE = re.compile(r"[a-z][a-z0-9.-]*")
 
+# What a person is told before they write a record (the admin's help texts), from the
+# rules below; the examples pass clean_record as they are (tests/test_admin_ux.py).
+KEY_CHARACTERS = "letters, digits and . _ ~ -"
+KEY_HELP = (f"The record's name in its URL, for ever: 1 to {MAX_KEY_LENGTH} {KEY_CHARACTERS} "
+            "(not '.' or '..'). It cannot change once the record exists.")
+KEY_EXAMPLE = "isbn-9780141439518"
+METADATA_HELP = (f"A JSON object of any fields, at most {MAX_METADATA_BYTES:,} bytes and "
+                 f"{MAX_METADATA_DEPTH} levels deep; strings may not hold control characters.")
+METADATA_EXAMPLE = {"creator": "Austen, Jane", "year": 1813, "subjects": ["Courtship", "England"]}
+LINKS_HELP = (f"A JSON list of at most {MAX_LINKS} links, each an object with "
+              f"{', '.join(LINK_FIELDS)}: href an absolute {'/'.join(LINK_SCHEMES)} URI "
+              "(required); rel a relation name or URI (alternate when left out); type a media "
+              "type such as text/html; title any text. At most one alternate link per type, "
+              f"none of type {RECORD_ENTRY_TYPE} (the record's own URL has it).")
+LINKS_EXAMPLE = [
+    {"href": "https://example.org/books/pride-and-prejudice", "rel": "alternate",
+     "type": "text/html", "title": "Catalogue page"},
+    {"href": "https://example.org/covers/pride.jpg", "rel": "enclosure", "type": "image/jpeg",
+     "title": "Cover"},
+]
+
 
 @dataclass(frozen=True)
 class Link:
@@ -72,10 +93,11 @@ def clean_key(key: Any) -> str:
     if not isinstance(key, str) or not key:
         raise ValidationError({"key": ["A key is a non-empty string."]})
     if len(key) > MAX_KEY_LENGTH:
-        raise ValidationError({"key": [f"A key has at most {MAX_KEY_LENGTH} characters."]})
+        raise ValidationError({"key": [
+            f"A key has at most {MAX_KEY_LENGTH} characters (it has {len(key)})."]})
     if not KEY_RE.fullmatch(key) or key in {".", ".."}:
         raise ValidationError(
-            {"key": ["A key may only hold letters, digits and . _ ~ - (URL-safe), "
+            {"key": [f"A key may only hold {KEY_CHARACTERS} (URL-safe), "
                      "and may not be '.' or '..'."]}
         )
     return key
@@ -129,11 +151,13 @@ def clean_feed_text(fields: Mapping[str, Any]) -> None:
 
 
 def xml_problem(text: str) -> str | None:
-    """Why `text` cannot appear in an XML 1.0 document, or None when it can."""
+    """Why `text` cannot appear in an XML 1.0 document, or None when it can. The position
+    counts from 1, as a person counts (and as a JSON error's line and column do)."""
     bad = XML_ILLEGAL_RE.search(text)
     if bad is None:
         return None
-    return f"Character U+{ord(bad.group()):04X} at position {bad.start()} is not allowed in XML."
+    return (f"Character U+{ord(bad.group()):04X} at position {bad.start() + 1} "
+            "is not allowed in XML.")
 
 
 def _text(value: Any, max_length: int, *, required: bool = False) -> str:

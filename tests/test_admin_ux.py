@@ -1,0 +1,240 @@
+"""The admin as a person meets it: forms that say what they want, objects linked to their
+neighbours, actions that say what they did, lists that fit a screen."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from lxml import html
+
+from archives import publishing, validation
+from archives.models import ArchivePage, Entry, Feed, Record
+from archives.sealing import seal_feed
+
+from .factories import RecordFactory, record_data
+from .test_admin import change_url, form_body, kinds
+
+
+def page(response):
+    assert response.status_code == 200
+    return html.fromstring(response.content.decode())
+
+
+def errors_of(response) -> str:
+    return " ".join(page(response).xpath("//ul[contains(@class, 'errorlist')]//text()"))
+
+
+def textarea(doc, name: str) -> str:
+    # HTML drops a textarea's first newline (Django writes one); lxml keeps it.
+    return doc.xpath(f"string(//textarea[@name='{name}'])").removeprefix("\n")
+
+
+def add_record(client, feed, key="new-1", **changes):
+    body = {"feed": feed.pk, "key": key, **form_body(record_data(1)), **changes}
+    return client.post("/admin/archives/record/add/", body)
+
+
+def messages_of(response) -> str:
+    return " ".join(page(response).xpath("//ul[contains(@class, 'messagelist')]//text()"))
+
+
+# 1. Forms that teach
+
+
+def test_the_worked_examples_are_records_the_rules_accept():
+    data = validation.clean_record({"title": "Pride and Prejudice",
+                                    "metadata": validation.METADATA_EXAMPLE,
+                                    "links": validation.LINKS_EXAMPLE})
+
+    assert validation.clean_key(validation.KEY_EXAMPLE) == validation.KEY_EXAMPLE
+    assert len(data.links) == 2
+
+
+def test_the_record_form_explains_key_metadata_and_links_with_examples(admin_client, feed):
+    doc = page(admin_client.get("/admin/archives/record/add/"))
+
+    def help_of(name):
+        return doc.xpath(f"string(//div[@id='id_{name}_helptext'])")
+
+    assert "200" in help_of("key")
+    assert validation.KEY_EXAMPLE in help_of("key")
+    assert "JSON object" in help_of("metadata")
+    assert '"year": 1813' in help_of("metadata")
+    assert "href" in help_of("links")
+    assert "text/html" in help_of("links")
+    assert json.loads(doc.xpath("string(//div[@id='id_links_helptext']//pre)")) == (
+        validation.LINKS_EXAMPLE)
+
+
+def test_json_fields_are_shown_indented(admin_client, feed):
+    record = RecordFactory(feed=feed, key="k1", data=record_data(1, metadata={"a": {"b": 1}}))
+
+    doc = page(admin_client.get(change_url(record)))
+
+    assert textarea(doc, "metadata") == '{\n  "a": {\n    "b": 1\n  }\n}'
+
+
+def test_invalid_json_is_reported_with_line_and_column(admin_client, feed):
+    response = add_record(admin_client, feed, metadata='{\n  "year": 1813\n  "x": 1\n}')
+
+    assert "Invalid JSON at line 3, column 3" in errors_of(response)
+    # What the person typed comes back as typed, to be fixed.
+    assert textarea(page(response), "metadata").startswith('{\n  "year": 1813\n  "x"')
+    assert not Record.objects.exists()
+
+
+def test_a_control_character_is_placed_counting_from_1(admin_client, feed):
+    response = add_record(admin_client, feed, summary="tab \x0b inside")
+
+    assert "Character U+000B at position 5 is not allowed in XML." in errors_of(response)
+
+
+def test_a_key_too_long_gets_one_message_from_the_server(admin_client, feed):
+    form = page(admin_client.get("/admin/archives/record/add/"))
+    response = add_record(admin_client, feed, key="k" * 201)
+
+    assert form.xpath("//input[@name='key']/@maxlength") == []
+    assert errors_of(response).strip() == "A key has at most 200 characters (it has 201)."
+    assert not Record.objects.exists()
+
+
+# 2. An admin that links itself together
+
+
+@pytest.fixture
+def busy(feed):
+    """books (page size 3): 8 records, one deleted, 2 pages sealed, 1 full page not yet."""
+    publishing.apply_batch(feed=feed, operations=[
+        {"op": "put", "key": f"k{n}", "record": record_data(n)} for n in range(8)])
+    publishing.delete_record(feed=feed, key="k0")
+    seal_feed(feed, max_pages=2)
+    feed.refresh_from_db()
+    return feed
+
+
+def test_the_feed_page_links_its_counts_and_documents(admin_client, busy):
+    doc = page(admin_client.get(f"/admin/archives/feed/{busy.pk}/change/"))
+    links = {a.text_content(): a.get("href") for a in doc.xpath("//ul[@class='feed-contents']//a")}
+    documents = {a.text_content(): a.get("href")
+                 for a in doc.xpath("//div[contains(@class, 'field-contents')]//a")}
+
+    assert set(links) == {"7 live records", "1 deleted records", "9 entries",
+                          "2 sealed pages", "1 full pages not yet sealed"}
+    live = page(admin_client.get(links["7 live records"]))
+    assert len(live.xpath("//th[contains(@class, 'field-short_key')]")) == 7
+    entries = page(admin_client.get(links["9 entries"]))
+    assert len(entries.xpath("//td[contains(@class, 'field-kind')]")) == 9
+    backlog = page(admin_client.get(links["1 full pages not yet sealed"]))
+    assert sorted(int(t) for t in backlog.xpath("//th[contains(@class, 'field-seq')]//text()")
+                  ) == [7, 8, 9]
+    pages = page(admin_client.get(links["2 sealed pages"]))
+    assert len(pages.xpath("//td[contains(@class, 'field-document')]")) == 2
+    base = "http://127.0.0.1:8000/feeds/books/"
+    assert documents["subscription document (Atom)"] == base
+    assert documents["its page for people"] == base + "?format=html"
+    assert documents["activity chart"] == base + "activity.svg"
+
+
+def test_object_names_use_the_feed_slug(busy):
+    entry = Entry.objects.get(feed=busy, seq=9)
+
+    assert str(Record.objects.get(key="k1")) == "books / k1"
+    assert str(entry) == "books #9 delete"
+    assert str(ArchivePage.objects.get(number=2)) == "books page 2"
+
+
+def test_saving_an_unchanged_record_says_nothing_was_appended(admin_client, feed):
+    record = RecordFactory(feed=feed, key="k1", data=record_data(1))
+
+    response = admin_client.post(change_url(record), form_body(record_data(1)), follow=True)
+
+    assert "Nothing changed in books / k1: no entry was appended." in messages_of(response)
+    assert "changed successfully" not in messages_of(response)
+
+
+def test_after_adding_a_record_the_person_sees_it(admin_client, feed):
+    response = add_record(admin_client, feed, key="new-1")
+
+    assert response["Location"] == change_url(Record.objects.get(key="new-1"))
+
+
+def test_a_record_page_links_its_history_and_documents(admin_client, busy):
+    record = Record.objects.get(key="k0")
+    doc = page(admin_client.get(change_url(record)))
+    history = doc.xpath("//div[contains(@class, 'field-history')]//a/@href")[0]
+
+    entries = page(admin_client.get(history))
+
+    assert entries.xpath("//td[contains(@class, 'field-kind')]/text()") == ["Delete", "Create"]
+    assert "http://127.0.0.1:8000/feeds/books/records/k0?format=html" in doc.xpath(
+        "//div[contains(@class, 'field-documents')]//a/@href")
+
+
+def test_the_seal_action_names_each_feed_and_links_its_pages(admin_client, busy):
+    other = publishing.create_feed(slug="films", title="Films", page_size=3)
+
+    response = admin_client.post("/admin/archives/feed/", {
+        "action": "seal_now", "_selected_action": [busy.pk, other.pk]}, follow=True)
+
+    message = page(response).xpath("//ul[contains(@class, 'messagelist')]/li")[0]
+    assert "books: page 3" in message.text_content()
+    assert "films: nothing to seal" in message.text_content()
+    assert "FEEDPUB_SEAL_ON_WRITE" in message.text_content()
+    assert message.xpath(".//a/@href") == ["http://127.0.0.1:8000/feeds/books/archives/3/"]
+
+
+def test_read_only_fields_and_the_missing_delete_button_are_explained(admin_client, busy):
+    doc = page(admin_client.get(f"/admin/archives/feed/{busy.pk}/change/"))
+    note = doc.xpath("string(//div[contains(@class, 'feed-frozen')])")
+
+    assert publishing.FROZEN["slug"] in note
+    assert publishing.FROZEN["page_size"] in note
+    assert "no Delete button" in note
+    assert not doc.xpath("//a[contains(@class, 'deletelink')]")
+
+
+def test_the_add_feed_form_shows_no_uuid(admin_client, db):
+    doc = page(admin_client.get("/admin/archives/feed/add/"))
+
+    assert not doc.xpath("//div[contains(@class, 'field-uuid')]")
+    assert doc.xpath("//input[@name='slug']")
+
+
+# 3. Lists that fit a screen
+
+
+def test_long_keys_and_titles_are_cut_with_the_whole_on_hover(admin_client, feed):
+    key, title = "k" * 200, "A very long title " * 20
+    RecordFactory(feed=feed, key=key, data=record_data(1, title=title))
+
+    doc = page(admin_client.get("/admin/archives/record/"))
+    shown_key = doc.xpath("//th[contains(@class, 'field-short_key')]//span")[0]
+    shown_title = doc.xpath("//td[contains(@class, 'field-short_title')]/span")[0]
+
+    assert (shown_key.get("title"), len(shown_key.text_content())) == (key, 24)
+    assert (shown_title.get("title"), len(shown_title.text_content())) == (title, 40)
+
+
+def test_entries_are_newest_first_and_found_by_record_key_or_title(admin_client, busy):
+    newest = page(admin_client.get("/admin/archives/entry/"))
+    by_key = page(admin_client.get("/admin/archives/entry/?q=k3"))
+    by_title = page(admin_client.get("/admin/archives/entry/?q=" + record_data(5)["title"]))
+
+    seqs = [int(t) for t in newest.xpath("//th[contains(@class, 'field-seq')]//text()")]
+    assert seqs == sorted(seqs, reverse=True)
+    assert seqs[0] == 9
+    assert by_key.xpath("//td[contains(@class, 'field-record_key')]/a/text()") == ["k3"]
+    assert by_title.xpath("//td[contains(@class, 'field-record_key')]/a/text()") == ["k5"]
+
+
+def test_a_deleted_record_is_shown_apart_in_the_record_list(admin_client, busy):
+    doc = page(admin_client.get(f"/admin/archives/record/?feed__id__exact={busy.pk}"))
+    states = [td.text_content() for td in doc.xpath("//td[contains(@class, 'field-state')]")]
+    deleted = doc.xpath("//td[contains(@class, 'field-state')]/span/@title")
+
+    assert states.count("live") == 7
+    assert states.count("deleted") == 1
+    assert deleted[0].startswith("deleted 20")
+    assert Feed.objects.get().last_seq == 9
+    assert kinds(busy)[-1] == "delete"
