@@ -146,7 +146,7 @@ def test_the_path_parameters_are_described(schema):
                 assert parameter["description"], (path, method, parameter["name"])
     record = schema["paths"]["/api/feeds/{slug}/records/{key}"]["get"]
     key = next(p for p in record["parameters"] if p["name"] == "key")
-    assert f"{MAX_KEY_LENGTH} characters" in key["description"]
+    assert f"1 to {MAX_KEY_LENGTH} " in key["description"]
     assert "letters, digits" in key["description"]
 
 

@@ -32,10 +32,8 @@ KEY_PARAMETER = OpenApiParameter(
     "key", OpenApiTypes.STR, OpenApiParameter.PATH,
     description=(
         "The record's key: the producer's own identifier for it, unique within the feed, "
-        "and the last segment of its public URL `/feeds/<slug>/records/<key>`. 1 to "
-        f"{validation.MAX_KEY_LENGTH} characters, only letters, digits and `. _ ~ -` "
-        "(URL-safe, so it needs no escaping), and neither `.` nor `..`. A PUT to a new key "
-        "creates the record; the key of a record never changes."
+        f"and the last segment of its public URL `/feeds/<slug>/records/<key>`. "
+        f"{validation.KEY_HELP} A PUT to a new key creates the record."
     ),
     examples=[OpenApiExample(KEY, value=KEY)],
 )
@@ -135,5 +133,5 @@ ERRORS = {
 }
 BATCH_INVALID = {"detail": "1 operation(s) are invalid; nothing was applied.",
                  "errors": {"operations": {"1": {"key": [
-                     "A key may only hold letters, digits and . _ ~ - (URL-safe), "
+                     f"A key may only hold {validation.KEY_CHARACTERS} (URL-safe), "
                      "and may not be '.' or '..'."]}}}}
