@@ -9,6 +9,7 @@ Without them Swagger UI makes its own from the field types (`"href": "string"`,
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter
 
@@ -115,11 +116,21 @@ ROOT = [OpenApiExample("The roots", response_only=True, value={
     "feeds": f"{BASE}/api/feeds/", "schema": f"{BASE}/api/schema/",
     "docs": f"{BASE}/api/schema/swagger-ui/"})]
 
+def _refusal(check, *args) -> dict[str, list[str]]:
+    """What a rule of archives/validation.py says when it refuses `args`: the examples quote
+    the rules' own messages rather than a copy of them."""
+    try:
+        check(*args)
+    except ValidationError as error:
+        return error.message_dict
+    raise AssertionError(f"{check.__name__}{args!r} was accepted")
+
+
 # What each refusal looks like (the shape archives.api.exceptions gives every error).
 ERRORS = {
     400: {"detail": "Invalid input; nothing was written.",
-          "errors": {"title": ["Must not be blank."],
-                     "links": ["links[0].href: must be an absolute http/https/urn/tag URI."]}},
+          "errors": _refusal(validation.clean_record, {
+              "title": "", "links": [{"href": "relative/path", "rel": "related"}]})},
     401: {"detail": "Authentication credentials were not provided."},
     403: {"detail": "Needs the permission(s) archives.add_record."},
     404: {"detail": "No Feed matches the given query."},
@@ -132,6 +143,4 @@ ERRORS = {
     503: {"detail": "The database is unavailable; try again shortly."},
 }
 BATCH_INVALID = {"detail": "1 operation(s) are invalid; nothing was applied.",
-                 "errors": {"operations": {"1": {"key": [
-                     f"A key may only hold {validation.KEY_CHARACTERS} (URL-safe), "
-                     "and may not be '.' or '..'."]}}}}
+                 "errors": {"operations": {"1": _refusal(validation.clean_key, "a b")}}}
