@@ -219,7 +219,7 @@ def test_the_seal_action_seals_full_pages_now(admin_client, feed):
         "action": "seal_now", "_selected_action": [feed.pk]}, follow=True)
 
     assert response.status_code == 200
-    assert b"Sealed 2 page(s)" in response.content
+    assert b"Sealed 2 pages" in response.content
     assert list(ArchivePage.objects.values_list("number", flat=True)) == [1, 2]
 
 
