@@ -52,6 +52,12 @@ def _short(text: str, length: int):
     return format_html('<span title="{}">{}</span>', text, Truncator(text).chars(length))
 
 
+@admin.display(description="feed", ordering="feed__slug")
+def short_feed(obj):
+    """The feed column of a list: a slug may be 100 characters that cannot wrap."""
+    return _short(obj.feed.slug, 24)
+
+
 def _stamp(moment) -> str:
     """A time short enough for a list column (the full one is on the object's page)."""
     return f"{localtime(moment):%Y-%m-%d %H:%M}"
@@ -135,8 +141,8 @@ class FeedForm(forms.ModelForm):
 @admin.register(Feed)
 class FeedAdmin(admin.ModelAdmin):
     form = FeedForm
-    list_display = ["slug", "short_title", "record_count", "deleted_count", "entry_count",
-                    "page_count", "page_size", "last_updated", "subscription"]
+    list_display = ["short_slug", "short_title", "record_count", "deleted_count", "entry_count",
+                    "page_count", "page_size", "changed", "subscription"]
     search_fields = ["slug", "title"]
     readonly_fields = ["contents", "activity", "uuid", "last_seq", "last_updated",
                        "sealed_pages", "created"]
@@ -147,9 +153,17 @@ class FeedAdmin(admin.ModelAdmin):
             record_count=Count("records", filter=Q(records__deleted_at__isnull=True)),
             deleted_count=Count("records", filter=Q(records__deleted_at__isnull=False)))
 
+    @admin.display(description="slug", ordering="slug")
+    def short_slug(self, feed: Feed):
+        return _short(feed.slug, 24)
+
     @admin.display(description="title", ordering="title")
     def short_title(self, feed: Feed):
         return _short(feed.title, 40)
+
+    @admin.display(description="last updated", ordering="last_updated")
+    def changed(self, feed: Feed):
+        return _stamp(feed.last_updated)
 
     @admin.display(description="records", ordering="record_count")
     def record_count(self, feed: Feed):
@@ -337,7 +351,7 @@ class LiveFilter(admin.SimpleListFilter):
 @admin.register(Record)
 class RecordAdmin(admin.ModelAdmin):
     form = RecordForm
-    list_display = ["short_key", "short_title", "feed", "changed", "state", "links_"]
+    list_display = ["short_key", "short_title", short_feed, "changed", "state", "links_"]
     list_display_links = ["short_key"]
     list_filter = [LiveFilter, "feed"]
     search_fields = ["key", "title"]
@@ -348,7 +362,7 @@ class RecordAdmin(admin.ModelAdmin):
     def get_list_display(self, request):
         # Filtered to one feed (as the feed page links it), a feed column says nothing.
         if "feed__id__exact" in request.GET:
-            return [name for name in self.list_display if name != "feed"]
+            return [name for name in self.list_display if name is not short_feed]
         return self.list_display
 
     @admin.display(description="key", ordering="key")
@@ -467,7 +481,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 @admin.register(Entry)
 class EntryAdmin(ReadOnlyAdmin):
-    list_display = ["seq", "feed", "kind", "record_key", "short_title", "changed", "document"]
+    list_display = ["seq", short_feed, "kind", "record_key", "short_title", "changed", "document"]
     list_filter = ["feed", "kind"]
     list_select_related = ["feed", "record"]
     search_fields = ["record__key", "title"]
@@ -510,7 +524,7 @@ class EntryAdmin(ReadOnlyAdmin):
 
 @admin.register(ArchivePage)
 class ArchivePageAdmin(ReadOnlyAdmin):
-    list_display = ["number", "feed", "first_seq", "last_seq", "last_updated", "has_next",
+    list_display = ["number", short_feed, "first_seq", "last_seq", "last_updated", "has_next",
                     "document"]
     list_filter = ["feed"]
     list_select_related = ["feed"]
