@@ -20,6 +20,7 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
 from django.utils.timezone import localtime
+from django.utils.translation import ngettext
 
 from . import atom, publishing, sealing, validation
 from .models import ArchivePage, Entry, Feed, Record
@@ -51,9 +52,35 @@ def _short(text: str, length: int):
     return format_html('<span title="{}">{}</span>', text, Truncator(text).chars(length))
 
 
+@admin.display(description="feed", ordering="feed__slug")
+def short_feed(obj):
+    """The feed column of a list: a slug may be 100 characters that cannot wrap."""
+    return _short(obj.feed.slug, 24)
+
+
 def _stamp(moment) -> str:
     """A time short enough for a list column (the full one is on the object's page)."""
     return f"{localtime(moment):%Y-%m-%d %H:%M}"
+
+
+def _count(number: int, singular: str, plural: str) -> str:
+    return f"{number} {ngettext(singular, plural, number)}"
+
+
+def _server_counts_lengths(form: forms.BaseForm) -> None:
+    """No maxlength in the browser, which would cut a long text without a word: the
+    server counts and says so, once."""
+    for field in form.fields.values():
+        if field.widget.attrs.pop("maxlength", None) is not None:
+            field.error_messages["max_length"] = (
+                "At most %(limit_value)d characters (this has %(show_value)d).")
+
+
+# A JSON parser's message names what it found; what to do about it is said here.
+JSON_ADVICE = {
+    "Invalid control character": "a control character inside a string: write it as \\uXXXX "
+                                 "(tab: \\t, newline: \\n)",
+}
 
 
 def _help(text: str, example) -> str:
@@ -62,22 +89,29 @@ def _help(text: str, example) -> str:
 
 
 class PrettyJSONField(forms.JSONField):
-    """JSON shown indented as a person writes it, and refused with where it went wrong."""
+    """JSON shown indented as a person writes it, and refused with where it went wrong.
+    An empty box means `empty()` (an empty object or list), not null."""
 
-    def __init__(self, **kwargs):
+    def __init__(self, *, empty, **kwargs):
+        self.empty = empty
         kwargs.setdefault("widget", forms.Textarea(attrs={"rows": 8, "cols": 80,
                                                           "spellcheck": "false"}))
         super().__init__(**kwargs)
 
     def to_python(self, value):
-        if self.disabled or value in self.empty_values or not isinstance(value, str):
+        if not self.disabled and isinstance(value, str) and not value.strip():
+            return self.empty()
+        if self.disabled or not isinstance(value, str):
             return super().to_python(value)
         try:
             json.loads(value)
         except json.JSONDecodeError as error:
-            # Line and column count from 1, as json reports them.
-            raise ValidationError(f"Invalid JSON at line {error.lineno}, column "
-                                  f"{error.colno}: {error.msg}.", code="invalid") from None
+            # Line and column count from 1, as json reports them; some of json's messages
+            # end in "at", followed in str(error) by a 0-based position we do not show.
+            problem = error.msg.removesuffix(" at")
+            raise ValidationError(f"Invalid JSON at line {error.lineno}, column {error.colno}: "
+                                  f"{JSON_ADVICE.get(problem, problem)}.",
+                                  code="invalid") from None
         return super().to_python(value)
 
     def prepare_value(self, value):
@@ -91,6 +125,10 @@ class FeedForm(forms.ModelForm):
         model = Feed
         fields = ["slug", "title", "subtitle", "author", "language", "page_size"]
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        _server_counts_lengths(self)
+
     def clean(self):
         cleaned = super().clean()
         try:
@@ -103,8 +141,8 @@ class FeedForm(forms.ModelForm):
 @admin.register(Feed)
 class FeedAdmin(admin.ModelAdmin):
     form = FeedForm
-    list_display = ["slug", "title", "record_count", "deleted_count", "entry_count",
-                    "page_count", "page_size", "last_updated", "subscription"]
+    list_display = ["short_slug", "short_title", "record_count", "deleted_count", "entry_count",
+                    "page_count", "page_size", "changed", "subscription"]
     search_fields = ["slug", "title"]
     readonly_fields = ["contents", "activity", "uuid", "last_seq", "last_updated",
                        "sealed_pages", "created"]
@@ -114,6 +152,18 @@ class FeedAdmin(admin.ModelAdmin):
         return super().get_queryset(request).annotate(
             record_count=Count("records", filter=Q(records__deleted_at__isnull=True)),
             deleted_count=Count("records", filter=Q(records__deleted_at__isnull=False)))
+
+    @admin.display(description="slug", ordering="slug")
+    def short_slug(self, feed: Feed):
+        return _short(feed.slug, 24)
+
+    @admin.display(description="title", ordering="title")
+    def short_title(self, feed: Feed):
+        return _short(feed.title, 40)
+
+    @admin.display(description="last updated", ordering="last_updated")
+    def changed(self, feed: Feed):
+        return _stamp(feed.last_updated)
 
     @admin.display(description="records", ordering="record_count")
     def record_count(self, feed: Feed):
@@ -139,20 +189,19 @@ class FeedAdmin(admin.ModelAdmin):
 
     @admin.display(description="contents")
     def contents(self, feed: Feed):
-        """What the feed holds, each count linked to its list, and the documents it serves."""
-        counts = Record.objects.filter(feed=feed).aggregate(
-            live=Count("pk", filter=Q(deleted_at__isnull=True)),
-            deleted=Count("pk", filter=Q(deleted_at__isnull=False)))
+        """What the feed holds, each count linked to its list, and the documents it serves
+        (the record counts are get_queryset's)."""
         backlog = feed.full_pages - feed.sealed_pages
         rows = [
-            (f"{counts['live']} live records",
+            (_count(feed.record_count, "live record", "live records"),
              _changelist(Record, feed__id__exact=feed.pk, state="live")),
-            (f"{counts['deleted']} deleted records",
+            (_count(feed.deleted_count, "deleted record", "deleted records"),
              _changelist(Record, feed__id__exact=feed.pk, state="deleted")),
-            (f"{feed.last_seq} entries", _changelist(Entry, feed__id__exact=feed.pk)),
-            (f"{feed.sealed_pages} sealed pages",
+            (_count(feed.last_seq, "entry", "entries"),
+             _changelist(Entry, feed__id__exact=feed.pk)),
+            (_count(feed.sealed_pages, "sealed page", "sealed pages"),
              _changelist(ArchivePage, feed__id__exact=feed.pk)),
-            (f"{backlog} full pages not yet sealed",
+            (_count(backlog, "full page not yet sealed", "full pages not yet sealed"),
              _changelist(Entry, feed__id__exact=feed.pk, seq__gt=feed.sealed_seq,
                          seq__lte=feed.full_pages * feed.page_size)),
         ]
@@ -177,13 +226,14 @@ class FeedAdmin(admin.ModelAdmin):
         # Archive URIs and page ranges are promised forever (Feed.frozen_fields).
         return [*self.readonly_fields, *obj.frozen_fields]
 
-    def change_view(self, request, object_id, form_url="", extra_context=None):
+    def render_change_form(self, request, context, add=False, change=False, form_url="",
+                           obj=None):
         # Say why fields are read-only and why there is no Delete button (the form's top).
-        feed = self.get_object(request, object_id)
-        extra = {"frozen": [(Feed._meta.get_field(name).verbose_name, publishing.FROZEN[name])
-                            for name in (feed.frozen_fields if feed else [])],
-                 "undeletable": bool(feed and feed.sealed_pages)}
-        return super().change_view(request, object_id, form_url, {**extra, **(extra_context or {})})
+        feed = context.get("original")
+        context["frozen"] = [(Feed._meta.get_field(name).verbose_name, publishing.FROZEN[name])
+                             for name in (feed.frozen_fields if feed else [])]
+        context["undeletable"] = bool(feed and feed.sealed_pages)
+        return super().render_change_form(request, context, add, change, form_url, obj)
 
     def has_delete_permission(self, request, obj=None):
         return super().has_delete_permission(request, obj) and not (obj and obj.sealed_pages)
@@ -231,7 +281,8 @@ class FeedAdmin(admin.ModelAdmin):
                "action seals what a failed seal left." if settings.FEEDPUB_SEAL_ON_WRITE else
                "Writes do not seal (FEEDPUB_SEAL_ON_WRITE is off): this action or the "
                "seal_archives command does.")
-        self.message_user(request, format_html("Sealed {} page(s). {}. {}", total, lines, why),
+        self.message_user(request, format_html("Sealed {}. {}. {}",
+                                               _count(total, "page", "pages"), lines, why),
                           messages.SUCCESS if total else messages.INFO)
 
 
@@ -239,14 +290,13 @@ class RecordForm(forms.ModelForm):
     """Checks a record with the same rules as the API (archives.validation), and says what
     those rules are before anyone breaks them."""
 
-    # No maxlength in the browser, which would cut a long key or title without a word:
-    # the server counts and says so (archives.validation).
+    # Declared without max_length: the server counts and says so (archives.validation).
     key = forms.CharField(strip=False, help_text=_help(validation.KEY_HELP,
                                                        validation.KEY_EXAMPLE))
     title = forms.CharField(strip=False, widget=forms.TextInput(attrs={"size": 80}))
-    metadata = PrettyJSONField(required=False, initial=dict, help_text=_help(
+    metadata = PrettyJSONField(empty=dict, required=False, initial=dict, help_text=_help(
         validation.METADATA_HELP, validation.METADATA_EXAMPLE))
-    links = PrettyJSONField(required=False, initial=list, help_text=_help(
+    links = PrettyJSONField(empty=list, required=False, initial=list, help_text=_help(
         validation.LINKS_HELP, validation.LINKS_EXAMPLE))
 
     class Meta:
@@ -265,12 +315,22 @@ class RecordForm(forms.ModelForm):
             self.record_data = clean_record({
                 "title": cleaned.get("title"),
                 "summary": cleaned.get("summary") or "",
-                "metadata": cleaned.get("metadata") if "metadata" in cleaned else {},
-                "links": cleaned.get("links") or [],
+                # An unreadable box has its own error already: check the rest as if empty.
+                "metadata": cleaned.get("metadata", {}),
+                "links": cleaned.get("links", []),
             })
         except ValidationError as error:
             _add_errors(self, error)
         return cleaned
+
+
+# Why a record's feed and key cannot be edited (said at the top of its change page).
+RECORD_FROZEN = {
+    "feed": "A record stays in the feed it was added to: its entries are part of that "
+            "feed's history.",
+    "key": "The key is the record's URL, promised for ever. To rename a record, add it "
+           "under the new key and delete the old one.",
+}
 
 
 class LiveFilter(admin.SimpleListFilter):
@@ -291,7 +351,7 @@ class LiveFilter(admin.SimpleListFilter):
 @admin.register(Record)
 class RecordAdmin(admin.ModelAdmin):
     form = RecordForm
-    list_display = ["short_key", "short_title", "feed", "changed", "state", "links_"]
+    list_display = ["short_key", "short_title", short_feed, "changed", "state", "links_"]
     list_display_links = ["short_key"]
     list_filter = [LiveFilter, "feed"]
     search_fields = ["key", "title"]
@@ -302,7 +362,7 @@ class RecordAdmin(admin.ModelAdmin):
     def get_list_display(self, request):
         # Filtered to one feed (as the feed page links it), a feed column says nothing.
         if "feed__id__exact" in request.GET:
-            return [name for name in self.list_display if name != "feed"]
+            return [name for name in self.list_display if name is not short_feed]
         return self.list_display
 
     @admin.display(description="key", ordering="key")
@@ -330,8 +390,6 @@ class RecordAdmin(admin.ModelAdmin):
 
     @admin.display(description="history")
     def history(self, record: Record):
-        if record.pk is None:
-            return "-"
         return _link(_changelist(Entry, record__id__exact=record.pk), "entries")
 
     @admin.display(description="record URL")
@@ -348,23 +406,37 @@ class RecordAdmin(admin.ModelAdmin):
                                  record.feed.slug))
 
     def get_readonly_fields(self, request, obj=None):
-        return [*self.readonly_fields, "feed", "key"] if obj else []
+        return [*self.readonly_fields, *RECORD_FROZEN] if obj else []
+
+    def render_change_form(self, request, context, add=False, change=False, form_url="",
+                           obj=None):
+        # Say why the feed and key are read-only (the form's top, as on the feed page).
+        context["frozen"] = [(Record._meta.get_field(name).verbose_name, why)
+                             for name, why in RECORD_FROZEN.items()] if obj else []
+        return super().render_change_form(request, context, add, change, form_url, obj)
 
     def save_model(self, request, obj, form, change):
         # A save is a put: one entry when something changed (and a restore if deleted).
         entry = publishing.put_record(feed=obj.feed, key=obj.key, data=form.record_data)
-        request.feedpub_unchanged = change and entry is None
+        request.feedpub_unchanged = obj if change and entry is None else None
         saved = Record.objects.get(feed=obj.feed, key=obj.key)
         obj.__dict__.update(saved.__dict__)
 
-    def response_change(self, request, obj):
-        if not getattr(request, "feedpub_unchanged", False):
-            return super().response_change(request, obj)
-        self.message_user(request, f"Nothing changed in {obj}: no entry was appended.",
-                          messages.INFO)
-        if "_continue" in request.POST:
-            return HttpResponseRedirect(request.path)
-        return self.response_post_save_change(request, obj)
+    def log_change(self, request, obj, message):
+        # The admin's history records what was appended; a save that appended nothing
+        # changed nothing.
+        if getattr(request, "feedpub_unchanged", None) is not None:
+            return None
+        return super().log_change(request, obj, message)
+
+    def message_user(self, request, message, level=messages.INFO, *args, **kwargs):
+        # Django's "changed successfully" (whichever button was pressed) is untrue when
+        # nothing was appended; response_change still decides where the person goes.
+        unchanged = getattr(request, "feedpub_unchanged", None)
+        if unchanged is not None:
+            message = f"Nothing changed in {unchanged}: no entry was appended."
+            level = messages.INFO
+        super().message_user(request, message, level, *args, **kwargs)
 
     def response_post_save_add(self, request, obj):
         # The new record, not page 1 of a long list where it may not even show.
@@ -409,14 +481,26 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 @admin.register(Entry)
 class EntryAdmin(ReadOnlyAdmin):
-    list_display = ["seq", "feed", "kind", "record_key", "short_title", "changed", "document"]
+    list_display = ["seq", short_feed, "kind", "record_key", "short_title", "changed", "document"]
     list_filter = ["feed", "kind"]
-    list_select_related = ["feed", "record__feed"]
+    list_select_related = ["feed", "record"]
     search_fields = ["record__key", "title"]
     # Newest first: id follows the order entries were written in, across feeds.
     ordering = ["-id"]
     # Counting every entry of a big log on each page view is the slow part of a changelist.
     show_full_result_count = False
+
+    def changelist_view(self, request, extra_context=None):
+        # A record's "entries" link filters to it: say which record, and link back.
+        record_id = request.GET.get("record__id__exact", "")
+        record = (Record.objects.select_related("feed").filter(pk=record_id).first()
+                  if record_id.isdigit() else None)
+        if record is not None:
+            extra_context = {"subtitle": format_html(
+                'Entries of the record <a href="{}">{}</a>',
+                reverse("admin:archives_record_change", args=[record.pk]), record),
+                **(extra_context or {})}
+        return super().changelist_view(request, extra_context)
 
     @admin.display(description="record", ordering="record__key")
     def record_key(self, entry: Entry):
@@ -440,7 +524,7 @@ class EntryAdmin(ReadOnlyAdmin):
 
 @admin.register(ArchivePage)
 class ArchivePageAdmin(ReadOnlyAdmin):
-    list_display = ["number", "feed", "first_seq", "last_seq", "last_updated", "has_next",
+    list_display = ["number", short_feed, "first_seq", "last_seq", "last_updated", "has_next",
                     "document"]
     list_filter = ["feed"]
     list_select_related = ["feed"]

@@ -45,12 +45,14 @@ REL_NAME_RE = re.compile(r"[a-z][a-z0-9.-]*")
 
 # What a person is told before they write a record (the admin's help texts), from the
 # rules below; the examples pass clean_record as they are (tests/test_admin_ux.py).
-KEY_CHARACTERS = "letters, digits and . _ ~ -"
+KEY_CHARACTERS = "ASCII letters, digits and . _ ~ -"
 KEY_HELP = (f"The record's name in its URL, for ever: 1 to {MAX_KEY_LENGTH} {KEY_CHARACTERS} "
             "(not '.' or '..'). It cannot change once the record exists.")
 KEY_EXAMPLE = "isbn-9780141439518"
 METADATA_HELP = (f"A JSON object of any fields, at most {MAX_METADATA_BYTES:,} bytes and "
-                 f"{MAX_METADATA_DEPTH} levels deep; strings may not hold control characters.")
+                 f"{MAX_METADATA_DEPTH} levels deep; its strings (keys included) may hold "
+                 "only what XML 1.0 allows: no control characters other than tab, newline "
+                 "and carriage return.")
 METADATA_EXAMPLE = {"creator": "Austen, Jane", "year": 1813, "subjects": ["Courtship", "England"]}
 LINKS_HELP = (f"A JSON list of at most {MAX_LINKS} links, each an object with "
               f"{', '.join(LINK_FIELDS)}: href an absolute {'/'.join(LINK_SCHEMES)} URI "

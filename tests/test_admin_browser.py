@@ -151,3 +151,24 @@ def test_a_feed_links_to_its_records_entries_and_documents_and_lists_fit(browser
     with page.expect_response(lambda r: r.url.endswith("/activity.svg")) as chart:
         page.click("text=activity chart")
     assert chart.value.status == 200
+
+
+def test_every_list_fits_1280_pixels_with_long_slugs_and_titles(browser_page):
+    page = browser_page
+    for slug in ("books", "a-catalogue-whose-slug-runs-on-" + "and-on-" * 9):
+        feed = publishing.create_feed(slug=slug, page_size=3,
+                                      title="A feed title longer than a column holds " * 7)
+        for n in range(1, 8):
+            publishing.put_record(feed=feed, key=f"{'k' * 190}-{n}", data=record_data(
+                n, title="A title much longer than any column would hold " * 10))
+    assert max(len(feed.slug) for feed in Feed.objects.all()) >= 90
+
+    for name in ("record", "feed", "archivepage", "entry"):
+        page.goto(f"{page.base}/admin/archives/{name}/")
+        assert page.locator("#result_list tbody tr").count() >= 2, name
+        fits(page)
+        if name == "feed":  # a title on a line or two, not wrapped over five
+            page.screenshot(path=SHOTS / "feed-list.png")
+            assert max(page.evaluate("""() => [...document.querySelectorAll(
+                '#result_list .field-short_title span')].map(s => s.getClientRects().length)
+                """)) <= 2

@@ -6,6 +6,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.contrib.admin.models import LogEntry
+from django.core.exceptions import ValidationError
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from lxml import html
 
 from archives import publishing, validation
@@ -99,6 +103,57 @@ def test_a_key_too_long_gets_one_message_from_the_server(admin_client, feed):
     assert not Record.objects.exists()
 
 
+def test_a_control_character_in_json_is_reported_with_what_to_write(admin_client, feed):
+    response = add_record(admin_client, feed, metadata='{"a": "x\ty"}')
+
+    assert errors_of(response).strip() == (
+        "Invalid JSON at line 1, column 9: a control character inside a string: write it "
+        "as \\uXXXX (tab: \\t, newline: \\n).")
+
+
+def test_an_empty_metadata_box_means_an_empty_object_as_links_means_no_links(
+        admin_client, feed):
+    record = RecordFactory(feed=feed, key="k1", data=record_data(
+        1, metadata={"year": 1813}, links=[{"href": "https://example.org/k1"}]))
+
+    response = admin_client.post(change_url(record), {
+        **form_body(record_data(1)), "metadata": "", "links": " "}, follow=True)
+
+    assert "changed successfully" in messages_of(response)
+    record.refresh_from_db()
+    assert (record.metadata, record.links) == ({}, [])
+
+
+def test_a_feed_form_leaves_lengths_to_the_server_with_one_message_each(admin_client, db):
+    form = page(admin_client.get("/admin/archives/feed/add/"))
+    response = admin_client.post("/admin/archives/feed/add/", {
+        "slug": "s" * 101, "title": "t" * 301, "subtitle": "", "author": "a" * 301,
+        "language": "en", "page_size": 3})
+    doc = page(response)
+
+    def errors(name):
+        return doc.xpath(f"//div[contains(@class, 'field-{name}')]//ul[@class='errorlist']"
+                         "/li/text()")
+
+    assert form.xpath("//input/@maxlength") == []
+    assert errors("slug") == ["At most 100 characters (this has 101)."]
+    assert errors("title") == ["At most 300 characters (this has 301)."]
+    assert errors("author") == ["At most 300 characters (this has 301)."]
+    assert not Feed.objects.exists()
+
+
+def test_the_help_texts_say_what_the_rules_check():
+    for char, name in (("\t", "tab"), ("\n", "newline"), ("\r", "carriage return")):
+        validation.clean_record({"title": "t", "metadata": {f"a{char}b": f"c{char}d"}})
+        assert name in validation.METADATA_HELP
+    with pytest.raises(ValidationError):
+        validation.clean_record({"title": "t", "metadata": {"a\x01": "b"}})
+    assert "keys included" in validation.METADATA_HELP
+    with pytest.raises(ValidationError):
+        validation.clean_key("caf\u00e9")
+    assert "ASCII letters" in validation.KEY_HELP
+
+
 # 2. An admin that links itself together
 
 
@@ -119,13 +174,13 @@ def test_the_feed_page_links_its_counts_and_documents(admin_client, busy):
     documents = {a.text_content(): a.get("href")
                  for a in doc.xpath("//div[contains(@class, 'field-contents')]//a")}
 
-    assert set(links) == {"7 live records", "1 deleted records", "9 entries",
-                          "2 sealed pages", "1 full pages not yet sealed"}
+    assert set(links) == {"7 live records", "1 deleted record", "9 entries",
+                          "2 sealed pages", "1 full page not yet sealed"}
     live = page(admin_client.get(links["7 live records"]))
     assert len(live.xpath("//th[contains(@class, 'field-short_key')]")) == 7
     entries = page(admin_client.get(links["9 entries"]))
     assert len(entries.xpath("//td[contains(@class, 'field-kind')]")) == 9
-    backlog = page(admin_client.get(links["1 full pages not yet sealed"]))
+    backlog = page(admin_client.get(links["1 full page not yet sealed"]))
     assert sorted(int(t) for t in backlog.xpath("//th[contains(@class, 'field-seq')]//text()")
                   ) == [7, 8, 9]
     pages = page(admin_client.get(links["2 sealed pages"]))
@@ -134,6 +189,13 @@ def test_the_feed_page_links_its_counts_and_documents(admin_client, busy):
     assert documents["subscription document (Atom)"] == base
     assert documents["its page for people"] == base + "?format=html"
     assert documents["activity chart"] == base + "activity.svg"
+
+
+def test_the_feed_page_counts_the_records_once(admin_client, busy):
+    with CaptureQueriesContext(connection) as queries:
+        page(admin_client.get(f"/admin/archives/feed/{busy.pk}/change/"))
+
+    assert sum('"archives_record"' in query["sql"] for query in queries) == 1
 
 
 def test_object_names_use_the_feed_slug(busy):
@@ -151,6 +213,25 @@ def test_saving_an_unchanged_record_says_nothing_was_appended(admin_client, feed
 
     assert "Nothing changed in books / k1: no entry was appended." in messages_of(response)
     assert "changed successfully" not in messages_of(response)
+    assert not LogEntry.objects.exists()  # the record's admin history: nothing happened
+
+
+def test_save_and_add_another_on_an_unchanged_record_goes_to_the_add_form(admin_client, feed):
+    record = RecordFactory(feed=feed, key="k1", data=record_data(1))
+
+    response = admin_client.post(change_url(record),
+                                 {**form_body(record_data(1)), "_addanother": "1"})
+
+    assert response["Location"] == "/admin/archives/record/add/"
+    assert "Nothing changed" in messages_of(admin_client.get(response["Location"]))
+
+
+def test_a_changed_record_is_logged_in_its_admin_history(admin_client, feed):
+    record = RecordFactory(feed=feed, key="k1", data=record_data(1))
+
+    admin_client.post(change_url(record), form_body(record_data(2)))
+
+    assert LogEntry.objects.get().object_id == str(record.pk)
 
 
 def test_after_adding_a_record_the_person_sees_it(admin_client, feed):
@@ -169,6 +250,8 @@ def test_a_record_page_links_its_history_and_documents(admin_client, busy):
     assert entries.xpath("//td[contains(@class, 'field-kind')]/text()") == ["Delete", "Create"]
     assert "http://127.0.0.1:8000/feeds/books/records/k0?format=html" in doc.xpath(
         "//div[contains(@class, 'field-documents')]//a/@href")
+    assert entries.xpath("string(//h2)") == "Entries of the record books / k0"
+    assert entries.xpath("//h2/a/@href") == [change_url(record)]
 
 
 def test_the_seal_action_names_each_feed_and_links_its_pages(admin_client, busy):
@@ -192,6 +275,16 @@ def test_read_only_fields_and_the_missing_delete_button_are_explained(admin_clie
     assert publishing.FROZEN["page_size"] in note
     assert "no Delete button" in note
     assert not doc.xpath("//a[contains(@class, 'deletelink')]")
+
+
+def test_a_records_read_only_feed_and_key_are_explained(admin_client, busy):
+    added = page(admin_client.get("/admin/archives/record/add/"))
+    doc = page(admin_client.get(change_url(Record.objects.get(key="k1"))))
+    note = doc.xpath("string(//div[contains(@class, 'record-frozen')])")
+
+    assert "Key: The key is the record's URL, promised for ever" in " ".join(note.split())
+    assert "Feed: A record stays in the feed it was added to" in " ".join(note.split())
+    assert not added.xpath("//div[contains(@class, 'record-frozen')]")
 
 
 def test_the_add_feed_form_shows_no_uuid(admin_client, db):
@@ -226,6 +319,15 @@ def test_entries_are_newest_first_and_found_by_record_key_or_title(admin_client,
     assert seqs[0] == 9
     assert by_key.xpath("//td[contains(@class, 'field-record_key')]/a/text()") == ["k3"]
     assert by_title.xpath("//td[contains(@class, 'field-record_key')]/a/text()") == ["k5"]
+
+
+def test_the_entry_list_joins_each_table_once(admin_client, busy):
+    with CaptureQueriesContext(connection) as queries:
+        page(admin_client.get("/admin/archives/entry/"))
+
+    listing = [q["sql"] for q in queries if q["sql"].startswith('SELECT "archives_entry"."id"')]
+    assert len(listing) == 1
+    assert listing[0].count('JOIN "archives_feed"') == 1
 
 
 def test_a_deleted_record_is_shown_apart_in_the_record_list(admin_client, busy):

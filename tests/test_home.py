@@ -63,6 +63,15 @@ def test_each_feeds_formats_are_linked_and_answer(client, home):
     assert client.get(latest["Location"]).status_code == 200
 
 
+def test_a_feed_without_entries_links_only_what_answers(client, home):
+    links = {a.text: a.get("href") for a in row(home, "books-2").xpath(".//a")}
+
+    assert "linked pages" not in links
+    assert "Atom" in links
+    for name, href in links.items():
+        assert client.get(href, follow=True).status_code == 200, name
+
+
 def test_it_links_the_admin_and_the_api_docs(client, home):
     site = {a.text: a.get("href") for a in home.xpath("//nav[@aria-label='Site']//a")}
 
