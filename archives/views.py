@@ -200,19 +200,6 @@ def activity(request: HttpRequest, slug: str) -> HttpResponse:
     return serve(request, _feed_document(ActivityChart, slug))
 
 
-def accepts_gzip(request: HttpRequest) -> bool:
-    """Whether Accept-Encoding admits gzip (RFC 9110 12.5.3): by name or by `*`, with a
-    q-value above 0."""
-    qualities = {}
-    for coding in request.headers.get("Accept-Encoding", "").split(","):
-        name, parameters = parse_header_parameters(coding)
-        try:
-            qualities[name] = float(parameters.get("q", 1))
-        except ValueError:
-            qualities[name] = 0.0
-    return qualities.get("gzip", qualities.get("x-gzip", qualities.get("*", 0.0))) > 0
-
-
 @read_only
 def rss_subscription(request: HttpRequest, slug: str) -> HttpResponse:
     return serve(request, _feed_document(RssSubscriptionDocument, slug))
@@ -227,6 +214,46 @@ def rss_archive(request: HttpRequest, slug: str, number: int) -> HttpResponse:
     except ArchivePage.DoesNotExist:
         raise Http404(f"Feed {slug!r} has no archive page {number}") from None
     return serve(request, document)
+
+
+# RFC 5005's complete and paged feeds ----------------------------------------------------
+
+@read_only
+def complete(request: HttpRequest, slug: str) -> HttpResponse:
+    return serve(request, _feed_document(CompleteDocument, slug))
+
+
+@read_only
+def paged(request: HttpRequest, slug: str) -> HttpResponse:
+    return serve(request, _feed_document(PagedFeedDocument, slug))
+
+
+@read_only
+def paged_page(request: HttpRequest, slug: str, number: int) -> HttpResponse:
+    """Page n of the paged feed: archive page n's entries (the newest are at /paged/)."""
+    if not 1 <= number <= MAX_PAGE_NUMBER:
+        raise Http404(f"There is no paged feed page {number}")
+    try:
+        return serve(request, PagedPageDocument.for_page(slug, number))
+    except ArchivePage.DoesNotExist:
+        newest = reverse("archives:paged", args=[slug])
+        raise Http404(f"Feed {slug!r} has no paged feed page {number} (the newest entries "
+                      f"are at {newest})") from None
+
+
+# Serving a document -------------------------------------------------------------------
+
+def accepts_gzip(request: HttpRequest) -> bool:
+    """Whether Accept-Encoding admits gzip (RFC 9110 12.5.3): by name or by `*`, with a
+    q-value above 0."""
+    qualities = {}
+    for coding in request.headers.get("Accept-Encoding", "").split(","):
+        name, parameters = parse_header_parameters(coding)
+        try:
+            qualities[name] = float(parameters.get("q", 1))
+        except ValueError:
+            qualities[name] = 0.0
+    return qualities.get("gzip", qualities.get("x-gzip", qualities.get("*", 0.0))) > 0
 
 
 def serve(request: HttpRequest, document: Document) -> HttpResponse:
@@ -266,28 +293,3 @@ def serve(request: HttpRequest, document: Document) -> HttpResponse:
     headers["Content-Length"] = str(len(body))
     return HttpResponse(b"" if request.method == "HEAD" else body,
                         content_type=document.content_type, headers=headers)
-
-
-# RFC 5005's complete and paged feeds ----------------------------------------------------
-
-@read_only
-def complete(request: HttpRequest, slug: str) -> HttpResponse:
-    return serve(request, _feed_document(CompleteDocument, slug))
-
-
-@read_only
-def paged(request: HttpRequest, slug: str) -> HttpResponse:
-    return serve(request, _feed_document(PagedFeedDocument, slug))
-
-
-@read_only
-def paged_page(request: HttpRequest, slug: str, number: int) -> HttpResponse:
-    """Page n of the paged feed: archive page n's entries (the newest are at /paged/)."""
-    if not 1 <= number <= MAX_PAGE_NUMBER:
-        raise Http404(f"There is no paged feed page {number}")
-    try:
-        return serve(request, PagedPageDocument.for_page(slug, number))
-    except ArchivePage.DoesNotExist:
-        newest = reverse("archives:paged", args=[slug])
-        raise Http404(f"Feed {slug!r} has no paged feed page {number} (the newest entries "
-                      f"are at {newest})") from None
