@@ -282,6 +282,28 @@ class ArchiveDocument(Document):
         return self._body
 
 
+# The sealed page a date route leads to, by (slug, instant): final once found, since a
+# page sealed later has a larger number (and later entries), and a feed with a sealed page
+# can be neither renamed nor deleted. Date routes into the sealed range then cost no query.
+sealed_pages_by_date = PageCache(max(settings.FEEDPUB_PAGE_CACHE_BYTES // 64, 1))
+_DATE_ROUTE_BYTES = 200  # about what one cached route holds (its key and bookkeeping)
+
+
+def archive_holding(slug: str, instant: datetime) -> int | None:
+    """The number of the first sealed page with an entry at or after `instant`, or None
+    when none is sealed yet (what exists of it is in the subscription document). Raises
+    Feed.DoesNotExist."""
+    cached = sealed_pages_by_date.get((slug, instant))
+    if cached is not None:
+        return cached
+    feed = fastsql.feed_by_slug(slug)
+    number = (feed.pages.filter(last_updated__gte=instant)
+              .order_by("number").values_list("number", flat=True).first())
+    if number is not None:
+        sealed_pages_by_date.put((slug, instant), number, size=_DATE_ROUTE_BYTES)
+    return number
+
+
 def record_json(record: Record) -> dict:
     """The record as the API and its own URL show it in JSON."""
     return formats.record_json(

@@ -19,12 +19,12 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import IntegrityError, models, transaction
-from django.db.models import F, Value
+from django.db.models import F, Q, Value
 from django.db.models.functions import Greatest
 
 from . import atom, documents, fastsql, linkedpages
 from .documents import ArchiveDocument, RssArchiveDocument
-from .models import ArchivePage, Feed
+from .models import NEEDS_SEALING, ArchivePage, Feed
 
 logger = logging.getLogger(__name__)
 
@@ -49,18 +49,16 @@ class _LostRace(Exception):
 def seal_all(*, dry_run: bool = False,
              on_sealed: Callable[[int], None] | None = None) -> list[SealedPage]:
     """Seal every full page of every feed. A feed that fails (deleted meanwhile, say) is
-    logged and skipped, so that one feed never stops the sealing of the others."""
-    if not dry_run:
-        try:
-            freeze_linked_pages()
-        except Exception:  # a backfill must never stop sealing
-            logger.exception("freezing linked pages failed; the next pass tries again")
-        try:
-            freeze_rss_pages()
-        except Exception:  # a backfill must never stop sealing
-            logger.exception("freezing RSS twins failed; the next pass tries again")
+    logged and skipped, so that one feed never stops the sealing of the others.
+
+    Only feeds with a full page to seal are read, through the partial index that holds
+    just those (models.NEEDS_SEALING): a pass that finds nothing to seal is one query of
+    an empty index, however many feeds there are."""
+    global _backfilled
+    if not dry_run and not _backfilled:
+        _backfilled = _backfill()
     sealed = []
-    for feed in Feed.objects.all():
+    for feed in Feed.objects.filter(Q(NEEDS_SEALING)).order_by("pk"):
         try:
             sealed += seal_feed(feed, dry_run=dry_run, on_sealed=on_sealed)
         except Feed.DoesNotExist:
@@ -68,6 +66,24 @@ def seal_all(*, dry_run: bool = False,
         except Exception:
             logger.exception("sealing feed %s failed; the next pass tries again", feed.slug)
     return sealed
+
+
+# Pages sealed before every format was stored with them get theirs on each pass until none
+# is left; pages sealed since have all of them, so a process stops looking once it finds
+# none (and a pass with nothing to do stays one query).
+_backfilled = False
+
+
+def _backfill() -> bool:
+    """Store a run of missing linked-pages and RSS bodies; whether none was missing."""
+    done = True
+    for freeze, what in ((freeze_linked_pages, "linked pages"), (freeze_rss_pages, "RSS twins")):
+        try:
+            done = freeze() == 0 and done
+        except Exception:  # a backfill must never stop sealing
+            logger.exception("freezing %s failed; the next pass tries again", what)
+            done = False
+    return done
 
 
 def seal_feed(

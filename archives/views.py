@@ -9,6 +9,7 @@ from uuid import UUID
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.core.paginator import Paginator
 from django.http import (
     Http404,
     HttpRequest,
@@ -57,9 +58,15 @@ def read_only(view: Callable) -> Callable:
     return csrf_exempt(require_safe(view))
 
 
+FEEDS_PER_INDEX_PAGE = 50
+
+
 @read_only
 def index(request: HttpRequest) -> HttpResponse:
-    return render(request, "archives/index.html", {"feeds": Feed.objects.all()})
+    """Every feed, by slug, a page of them at a time (a host may hold 100,000)."""
+    feeds = Paginator(Feed.objects.order_by("slug"), FEEDS_PER_INDEX_PAGE).get_page(
+        request.GET.get("page"))
+    return render(request, "archives/index.html", {"feeds": feeds})
 
 
 @read_only
@@ -157,15 +164,16 @@ def archive_by_date(request: HttpRequest, slug: str, year: str, month: str, day:
         instant = datetime(int(year), int(month), int(day or 1), tzinfo=UTC)
     except ValueError:
         raise Http404(f"{year}-{month}-{day} is not a date") from None
-    feed = _feed_or_404(slug)
-    number = (
-        feed.pages.filter(last_updated__gte=instant)
-        .order_by("number").values_list("number", flat=True).first()
-    )
+    try:
+        number = documents.archive_holding(slug, instant)
+    except Feed.DoesNotExist:
+        raise Http404(f"No feed {slug!r}") from None
     if number is None:  # not sealed yet: what exists of it is in the subscription document
         return HttpResponseRedirect(reverse("archives:subscription", args=[slug]))
-    # Permanent: the first sealed page with an entry at or after an instant never changes.
-    return HttpResponsePermanentRedirect(reverse("archives:archive", args=[slug, number]))
+    # Permanent, and cacheable for ever: the first sealed page with an entry at or after
+    # an instant never changes.
+    return HttpResponsePermanentRedirect(reverse("archives:archive", args=[slug, number]),
+                                         headers={"Cache-Control": documents.IMMUTABLE})
 
 
 @read_only

@@ -7,8 +7,13 @@ import pytest
 from django.db import connection
 from lxml import etree, isoschematron
 
-from archives import documents, publishing
-from archives.documents import final_pages, gzipped_bodies, subscription_bodies
+from archives import documents, publishing, sealing
+from archives.documents import (
+    final_pages,
+    gzipped_bodies,
+    sealed_pages_by_date,
+    subscription_bodies,
+)
 from archives.models import Feed
 from archives.sealing import seal_feed
 
@@ -28,12 +33,18 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(autouse=True)
+def _sealer_not_backfilled(monkeypatch):
+    # A sealer remembers, per process, that no page lacks a stored format: not across tests.
+    monkeypatch.setattr(sealing, "_backfilled", False)
+
+
+@pytest.fixture(autouse=True)
 def _empty_page_cache():
     # Each test's database starts empty, so pages cached by an earlier test are stale.
-    for cache in (final_pages, subscription_bodies, gzipped_bodies):
+    for cache in (final_pages, subscription_bodies, gzipped_bodies, sealed_pages_by_date):
         cache.clear()
     yield
-    for cache in (final_pages, subscription_bodies, gzipped_bodies):
+    for cache in (final_pages, subscription_bodies, gzipped_bodies, sealed_pages_by_date):
         cache.clear()
 
 

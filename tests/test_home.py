@@ -86,3 +86,24 @@ def test_it_links_the_admin_and_the_api_docs(client, home):
 def test_it_keeps_the_autodiscovery_links(home):
     assert home.xpath("//head/link[@rel='alternate']/@href") == [
         "/feeds/books/", "/feeds/books/rss/", "/feeds/books-2/", "/feeds/books-2/rss/"]
+
+
+def test_many_feeds_are_listed_a_page_at_a_time(client, db, django_assert_max_num_queries):
+    FeedFactory.create_batch(120)
+    slugs = sorted(Feed.objects.values_list("slug", flat=True))
+    seen, url = [], "/"
+    for _ in range(3):
+        with django_assert_max_num_queries(2):  # the count and one page of feeds
+            root = html.fromstring(client.get(url).content)
+        listed = root.xpath("//tbody/tr//code/text()")
+        assert len(listed) <= 50
+        # Each listed feed keeps its autodiscovery links, and only those are in the head.
+        assert len(root.xpath("//head/link[@type='application/atom+xml']")) == len(listed)
+        seen += listed
+        following = root.xpath("//nav[@aria-label='Feed list pages']/a[contains(., 'next')]/@href")
+        assert root.xpath("//head/link[@rel='next']/@href") == following
+        if not following:
+            break
+        url = "/" + following[0]
+    assert seen == slugs
+    assert "page 3 of 3 (120 feeds)" in visible(root)

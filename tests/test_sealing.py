@@ -4,10 +4,13 @@ from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connection
+from django.db.models import Q
+from django.test.utils import CaptureQueriesContext
 from lxml import etree
 
-from archives import publishing
-from archives.models import ArchivePage, Entry, Feed
+from archives import publishing, sealing
+from archives.models import NEEDS_SEALING, ArchivePage, Entry, Feed
 from archives.sealing import seal_all, seal_feed
 
 from .factories import FeedFactory, record_data
@@ -316,3 +319,72 @@ def test_the_watching_sealer_outlives_a_lost_database_and_logs_each_outage_once(
     assert len(closed) == 4  # the dead connection is dropped after every failed pass
     assert ["lost" if "unavailable" in m else "back" if "again" in m else m
             for m in messages] == ["lost", "back", "lost", "back"]
+
+
+# Many feeds: a pass reads only the feeds with a page to seal -----------------------------
+
+@pytest.fixture
+def backfilled(monkeypatch):
+    """A sealer process that has already found no page missing a stored format."""
+    monkeypatch.setattr(sealing, "_backfilled", True)
+
+
+def test_a_pass_with_nothing_to_seal_is_one_query_however_many_feeds(db, backfilled):
+    feeds = FeedFactory.create_batch(30, page_size=3)
+    for feed in feeds[:5]:
+        write(feed, 2)  # a partial page: nothing to seal
+    with CaptureQueriesContext(connection) as queries:
+        assert seal_all() == []
+    assert len(queries) == 1
+
+
+def test_a_pass_seals_exactly_the_feeds_with_a_full_page(db, backfilled):
+    quiet, full, sealed_already = FeedFactory.create_batch(3, page_size=3)
+    write(quiet, 2)
+    write(full, 7)
+    write(sealed_already, 3)
+    seal_feed(sealed_already)
+    assert [(p.feed, p.number) for p in seal_all()] == [(full.slug, 1), (full.slug, 2)]
+    write(sealed_already, 3, start=3)  # fills its second page exactly
+    assert [(p.feed, p.number) for p in seal_all()] == [(sealed_already.slug, 2)]
+
+
+def test_the_first_pass_backfills_then_later_passes_skip_it(db, monkeypatch):
+    monkeypatch.setattr(sealing, "_backfilled", False)
+    calls = []
+    monkeypatch.setattr(sealing, "freeze_linked_pages", lambda: calls.append("linked") or 0)
+    monkeypatch.setattr(sealing, "freeze_rss_pages", lambda: calls.append("rss") or 0)
+    seal_all()
+    seal_all()
+    assert calls == ["linked", "rss"]
+
+
+def test_a_backfill_that_found_pages_runs_again_next_pass(db, monkeypatch):
+    monkeypatch.setattr(sealing, "_backfilled", False)
+    left = [1, 0]
+    monkeypatch.setattr(sealing, "freeze_linked_pages", lambda: left.pop(0))
+    monkeypatch.setattr(sealing, "freeze_rss_pages", lambda: 0)
+    seal_all()
+    assert not sealing._backfilled
+    seal_all()
+    assert sealing._backfilled
+
+
+@pytest.mark.postgres
+def test_postgresql_reads_the_feeds_to_seal_from_the_partial_index(db, backfilled):
+    FeedFactory.create_batch(3, page_size=3)
+    query = Feed.objects.filter(Q(NEEDS_SEALING)).order_by("pk")
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        plan = query.explain()
+    assert "feed_needs_sealing" in plan
+
+
+@pytest.mark.postgres
+def test_the_index_predicate_does_not_overflow_on_a_huge_feed(db):
+    # (sealed_pages + 1) * page_size beyond 2**31: integer arithmetic would fail the update.
+    feed = FeedFactory(page_size=10_000)
+    Feed.objects.filter(pk=feed.pk).update(sealed_pages=300_000, last_seq=3_000_000_000)
+    assert not Feed.objects.filter(Q(NEEDS_SEALING), pk=feed.pk).exists()
+    Feed.objects.filter(pk=feed.pk).update(last_seq=3_000_010_000)
+    assert Feed.objects.filter(Q(NEEDS_SEALING), pk=feed.pk).exists()

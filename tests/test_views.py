@@ -284,6 +284,26 @@ def test_date_routes_redirect_to_the_page_holding_that_instant(
     assert (response.status_code, response["Location"]) == (status, location)
 
 
+def test_a_date_route_into_the_sealed_range_is_answered_from_memory_for_ever(
+        client, dated_feed):
+    first = client.get("/feeds/books/archives/2024/01/05/")
+    with CaptureQueriesContext(connection) as queries:
+        again = client.get("/feeds/books/archives/2024/01/05/")
+    assert len(queries) == 0
+    assert (again.status_code, again["Location"]) == (301, "/feeds/books/archives/2/")
+    assert again["Cache-Control"] == first["Cache-Control"] == \
+        "public, max-age=31536000, immutable"
+
+
+def test_a_date_not_sealed_yet_is_looked_up_again_once_it_is(client, dated_feed):
+    assert client.get("/feeds/books/archives/2024/01/08/")["Location"] == "/feeds/books/"
+    for n in range(8, 10):
+        publishing.put_record(feed=dated_feed, key=f"k{n}", data=record_data(n))
+    seal_feed(dated_feed)  # page 3: Jan 7 and the two entries written now
+    response = client.get("/feeds/books/archives/2024/01/08/")
+    assert (response.status_code, response["Location"]) == (301, "/feeds/books/archives/3/")
+
+
 def test_the_record_url_serves_an_atom_entry_document(client, sealed_feed, atom_validators):
     response = client.get("/feeds/books/records/k1")
     root = atom_validators(response.content)
