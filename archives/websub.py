@@ -113,11 +113,11 @@ def find_topic(url: str) -> tuple[Feed, str]:
     format = TOPIC_ROUTES.get(match.view_name) if match else None
     feed = Feed.objects.filter(slug=match.kwargs["slug"]).first() if format else None
     if feed is None or url != topic_url(feed.slug, format):
+        example = topic_url("SLUG", Format.ATOM).replace("SLUG", "<slug>")
         raise HubRequestError(
-            f"hub.topic {url!r} is not a topic of this hub. Topics are a feed's "
-            f"subscription document ({atom.subscription_url('<slug>')}), its RSS twin "
-            f"({rss.rss_subscription_url('<slug>')}) and its linked-pages entry point "
-            f"({linkedpages.entry_point_url('<slug>')}), of an existing feed.")
+            f"hub.topic {url!r} is not a topic of this hub. Topics are an existing feed's "
+            f"subscription document ({example}), its RSS twin (rss/ after it) and its "
+            f"linked-pages entry point (pages/latest after it).")
     return feed, format
 
 
@@ -337,7 +337,7 @@ class Worker:
         if not callback_allowed(subscription.callback):
             return False
         try:
-            response = await self.client.get(subscription.callback, params=params)
+            response = await self.client.get(with_query(subscription.callback, params))
         except httpx.HTTPError as error:
             logger.info("verifying %s: %s", subscription, error)
             return False
@@ -352,7 +352,7 @@ class Worker:
                       "hub.reason": "The topic no longer exists."}
             if callback_allowed(subscription.callback):
                 try:
-                    await self.client.get(subscription.callback, params=params)
+                    await self.client.get(with_query(subscription.callback, params))
                 except httpx.HTTPError as error:
                     logger.info("denying %s: %s", subscription, error)
 
@@ -405,6 +405,11 @@ class Worker:
         except httpx.HTTPError as error:
             return f"{type(error).__name__}: {error}"[:300]
         return response.status_code
+
+
+def with_query(url: str, params: dict[str, str]) -> httpx.URL:
+    """The callback with the hub's parameters added to its own query, which is kept."""
+    return httpx.URL(url).copy_merge_params(params)
 
 
 def topic_exists(subscription: Subscription, feed: Feed | None) -> bool:
