@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from urllib.parse import urlsplit
 
-import httpx
+import aiohttp
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
@@ -58,6 +58,7 @@ from django.http import QueryDict
 from django.http.request import validate_host
 from django.urls import Resolver404, resolve
 from django.utils import timezone
+from yarl import URL
 
 from . import atom, documents, linkedpages, rss
 from .documents import LinkedPageDocument, RssSubscriptionDocument, SubscriptionDocument
@@ -245,21 +246,23 @@ class RoundReport:
 
 class Worker:
     """Verifies intents and delivers changes; `run_round` does one pass over the database.
-    Every call to a callback goes through one httpx client on one event loop, kept for the
-    worker's life so that connections to callbacks are reused."""
+    Every call to a callback goes through one aiohttp session on one event loop, kept for
+    the worker's life so that connections to callbacks are reused. (aiohttp, not httpx:
+    1,000 local POSTs took ~0.35 s with it against ~3 s with httpx, bench/websub.py.)"""
 
-    def __init__(self, *, transport: httpx.AsyncBaseTransport | None = None):
+    def __init__(self):
         self.loop = asyncio.new_event_loop()
-        concurrency = settings.FEEDPUB_WEBSUB_CONCURRENCY
-        self.client = httpx.AsyncClient(
-            timeout=settings.FEEDPUB_WEBSUB_TIMEOUT, follow_redirects=False,
-            limits=httpx.Limits(max_connections=concurrency,
-                                max_keepalive_connections=concurrency),
-            headers={"User-Agent": f"feedpub WebSub hub ({atom.hub_url()})"},
-            transport=transport)
+        self.client = self.loop.run_until_complete(self._session())
+
+    @staticmethod
+    async def _session() -> aiohttp.ClientSession:
+        return aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=settings.FEEDPUB_WEBSUB_CONCURRENCY),
+            timeout=aiohttp.ClientTimeout(total=settings.FEEDPUB_WEBSUB_TIMEOUT),
+            headers={"User-Agent": f"feedpub WebSub hub ({atom.hub_url()})"})
 
     def close(self) -> None:
-        self.loop.run_until_complete(self.client.aclose())
+        self.loop.run_until_complete(self.client.close())
         self.loop.close()
 
     def run_round(self, feed_ids: Iterable[int] | None = None, *,
@@ -337,13 +340,15 @@ class Worker:
         if not callback_allowed(subscription.callback):
             return False
         try:
-            response = await self.client.get(with_query(subscription.callback, params))
-        except httpx.HTTPError as error:
-            logger.info("verifying %s: %s", subscription, error)
+            async with self.client.get(with_query(subscription.callback, params),
+                                       allow_redirects=False) as response:
+                body = await response.content.read(len(challenge) + 64)
+        except (aiohttp.ClientError, TimeoutError) as error:
+            logger.info("verifying %s: %r", subscription, error)
             return False
         # The body must equal the challenge; surrounding whitespace (a newline many
         # frameworks add) is forgiven: the challenge itself has none.
-        return response.is_success and response.text.strip() == challenge
+        return 200 <= response.status < 300 and body.strip() == challenge.encode()
 
     def _deny(self, subscriptions: list[Subscription], report: RoundReport) -> None:
         """Tell each subscriber its topic is gone (hub.mode=denied), then forget it."""
@@ -352,9 +357,11 @@ class Worker:
                       "hub.reason": "The topic no longer exists."}
             if callback_allowed(subscription.callback):
                 try:
-                    await self.client.get(with_query(subscription.callback, params))
-                except httpx.HTTPError as error:
-                    logger.info("denying %s: %s", subscription, error)
+                    async with self.client.get(with_query(subscription.callback, params),
+                                               allow_redirects=False):
+                        pass
+                except (aiohttp.ClientError, TimeoutError) as error:
+                    logger.info("denying %s: %r", subscription, error)
 
         self._gather(deny(s) for s in subscriptions)
         Subscription.objects.filter(pk__in=[s.pk for s in subscriptions]).delete()
@@ -400,16 +407,18 @@ class Worker:
         if subscription.secret:
             headers["X-Hub-Signature"] = signature(subscription.secret, content.body)
         try:
-            response = await self.client.post(subscription.callback, content=content.body,
-                                              headers=headers)
-        except httpx.HTTPError as error:
+            async with self.client.post(URL(subscription.callback, encoded=True),
+                                        data=content.body, headers=headers,
+                                        allow_redirects=False) as response:
+                await response.read()
+                return response.status
+        except (aiohttp.ClientError, TimeoutError) as error:
             return f"{type(error).__name__}: {error}"[:300]
-        return response.status_code
 
 
-def with_query(url: str, params: dict[str, str]) -> httpx.URL:
+def with_query(url: str, params: dict[str, str]) -> URL:
     """The callback with the hub's parameters added to its own query, which is kept."""
-    return httpx.URL(url).copy_merge_params(params)
+    return URL(url, encoded=True).extend_query(params)
 
 
 def topic_exists(subscription: Subscription, feed: Feed | None) -> bool:

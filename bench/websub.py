@@ -11,9 +11,9 @@ verifies them. Then, `--commits` times: one record is written, with the change
 notification in its transaction (`NOTIFY feedpub_changes, '<feed pk>'`, what the write path
 sends), and the time from the commit to each callback's arrival is taken.
 
-Baseline in the same run: the same body POSTed to the same callbacks by a bare httpx
-client at the same concurrency, started at the instant of the "commit" (what delivery
-costs without a hub: the floor).
+Baseline in the same run: the same body POSTed to the same callbacks by a bare aiohttp
+session (the worker's client) at the same concurrency, timed from the first request (what
+delivery costs without a hub: the floor).
 """
 
 from __future__ import annotations
@@ -24,10 +24,8 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from multiprocessing import Process
 from pathlib import Path
 
@@ -41,43 +39,46 @@ ENV = {**os.environ, "DATABASE_URL": DATABASE_URL, "DJANGO_SETTINGS_MODULE": "fe
 WORKER_COMMAND = ["deploy/entrypoint.sh", "websub"]
 
 
-# The callbacks: one threaded HTTP server in its own process ---------------------------
+# The callbacks: one asyncio HTTP/1.1 server in a process of its own ---------------------
 
 def serve_callbacks(port: int) -> None:
+    """Answers verifications (echoing hub.challenge), deliveries (204, timestamped) and
+    GET /arrivals (the timestamps so far, JSON), with keep-alive. Plain asyncio streams: a
+    threaded http.server could not take 200 connections at once fast enough to measure
+    the worker rather than itself."""
     arrivals: list[float] = []
-    lock = threading.Lock()
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args):
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while head := await reader.readuntil(b"\r\n\r\n"):
+                lines = head.decode("latin-1").split("\r\n")
+                method, target, _ = lines[0].split(" ", 2)
+                headers = dict(line.split(": ", 1) for line in lines[1:] if ": " in line)
+                length = int(headers.get("Content-Length", headers.get("content-length", 0)))
+                if length:
+                    await reader.readexactly(length)
+                if method == "POST":
+                    arrivals.append(time.time())
+                    status, body = "204 No Content", b""
+                elif target.startswith("/arrivals"):
+                    status, body = "200 OK", json.dumps(arrivals).encode()
+                else:
+                    query = dict(part.split("=", 1) for part in
+                                 target.split("?", 1)[1].split("&"))
+                    status, body = "200 OK", query.get("hub.challenge", "").encode()
+                writer.write(f"HTTP/1.1 {status}\r\nContent-Length: {len(body)}\r\n\r\n"
+                             .encode() + body)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
             pass
+        finally:
+            writer.close()
 
-        def reply(self, status: int, body: bytes = b"") -> None:
-            self.send_response(status)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    async def main() -> None:
+        server = await asyncio.start_server(handle, "127.0.0.1", port, backlog=4096)
+        await server.serve_forever()
 
-        def do_GET(self):  # noqa: N802 - verification (echo) or /arrivals
-            if self.path.startswith("/arrivals"):
-                with lock:
-                    self.reply(200, json.dumps(arrivals).encode())
-                return
-            query = dict(part.split("=", 1) for part in self.path.split("?", 1)[1].split("&"))
-            self.reply(200, query.get("hub.challenge", "").encode())
-
-        def do_POST(self):  # noqa: N802 - a delivery
-            self.rfile.read(int(self.headers["Content-Length"]))
-            with lock:
-                arrivals.append(time.time())
-            self.reply(204)
-
-    class Server(ThreadingHTTPServer):
-        request_queue_size = 2048
-        daemon_threads = True
-
-    Server(("127.0.0.1", port), Handler).serve_forever()
+    asyncio.run(main())
 
 
 def arrivals(base: str) -> list[float]:
@@ -176,18 +177,17 @@ def main() -> None:
 
 
 async def baseline(base: str, subscribers: int, commits: int, body: bytes) -> list[float]:
-    """The same POSTs by a bare httpx client at the worker's concurrency."""
-    import httpx
+    """The same POSTs by a bare aiohttp session (the worker's client) at the worker's
+    concurrency."""
+    import aiohttp
     from django.conf import settings
-    concurrency = settings.FEEDPUB_WEBSUB_CONCURRENCY
-    semaphore = asyncio.Semaphore(concurrency)
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     latencies: list[float] = []
-    async with httpx.AsyncClient(limits=limits, timeout=10) as client:
+    connector = aiohttp.TCPConnector(limit=settings.FEEDPUB_WEBSUB_CONCURRENCY)
+    async with aiohttp.ClientSession(connector=connector) as client:
         async def post(n: int) -> None:
-            async with semaphore:
-                await client.post(f"{base}/cb/{n}", content=body,
-                                  headers={"Content-Type": "application/atom+xml"})
+            async with client.post(f"{base}/cb/{n}", data=body,
+                                   headers={"Content-Type": "application/atom+xml"}) as r:
+                await r.read()
         for _ in range(commits):
             already = len(arrivals(base))
             started = time.time()
@@ -207,7 +207,7 @@ def report(args, latencies: list[float], floor: list[float], body_size: int) -> 
     print("| commit -> callback | p50 ms | p99 ms | max ms |")
     print("|---|---:|---:|---:|")
     print(row("websub_worker (NOTIFY wake-up, claim, render, sign, POST)", latencies))
-    print(row("bare httpx POSTs of the same bytes (floor)", floor))
+    print(row("bare aiohttp POSTs of the same bytes (floor)", floor))
     print(f"p99 ratio worker / floor: {percentile(latencies, 99) / percentile(floor, 99):.2f}")
 
 

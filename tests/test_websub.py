@@ -322,7 +322,7 @@ def test_an_unreachable_callback_is_a_failure_not_a_crash(client, feed, worker, 
     Subscription.objects.update(callback="http://127.0.0.1:9/closed")
     write(feed)
     assert worker.run_round().failed == 1
-    assert "ConnectError" in Subscription.objects.get().last_error
+    assert "Cannot connect to host" in Subscription.objects.get().last_error
 
 
 def test_an_expired_lease_gets_nothing_and_is_forgotten(client, feed, callback, worker):
