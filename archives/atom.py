@@ -123,7 +123,18 @@ def subscription_links(feed: Feed) -> list[tuple[str, str]]:
     links = [("self", subscription_url(feed.slug)), ("current", subscription_url(feed.slug))]
     if feed.sealed_pages:
         links.append(("prev-archive", archive_url(feed.slug, feed.sealed_pages)))
+    links.append(("hub", hub_url()))
     return links
+
+
+def hub_url() -> str:
+    """feedpub's own WebSub hub, which subscription documents name (rel="hub") beside
+    their topic URL (rel="self"): archives/websub.py."""
+    return url("archives:websub")
+
+
+# Links to something other than a feed document carry no media type.
+UNTYPED_RELS = frozenset({"hub"})
 
 
 def document_holding(feed: Feed, seq: int) -> tuple[str, str]:
@@ -206,7 +217,10 @@ def _feed_head(feed: Feed, updated: datetime, links: list[tuple[str, str]]) -> e
     _text(etree.SubElement(root, f"{A}author"), "name", feed.author)
     _text(root, "generator", GENERATOR)
     for rel, href in links:
-        etree.SubElement(root, f"{A}link", rel=rel, type=RECORD_ENTRY_TYPE, href=href)
+        if rel in UNTYPED_RELS:
+            etree.SubElement(root, f"{A}link", rel=rel, href=href)
+        else:
+            etree.SubElement(root, f"{A}link", rel=rel, type=RECORD_ENTRY_TYPE, href=href)
     # For people (and readers' "open" buttons): the feed's own page.
     etree.SubElement(root, f"{A}link", rel="alternate", type=HTML_TYPE,
                      href=html_url(subscription_url(feed.slug)))

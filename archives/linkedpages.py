@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 from django.utils.http import http_date
 
-from .atom import EntryRow, url
+from .atom import EntryRow, hub_url, url
 from .formats import record_json
 from .models import Entry, Feed
 
@@ -110,4 +110,17 @@ def page_links(slug: str, number: int, *, has_next: bool) -> list[tuple[str, str
         links.append(("prev", url("archives:linked-page", slug, number - 1)))
     if has_next:
         links.append(("next", url("archives:linked-page", slug, number + 1)))
+    else:  # the newest page: WebSub subscribers are told when it changes
+        links.append(("hub", hub_url()))
     return links
+
+
+def entry_point_links(slug: str) -> list[tuple[str, str]]:
+    """The Link header of the entry point (/pages/latest, a redirect to the newest page):
+    it is the WebSub topic of the linked-pages format (rel="self"; a page's own self link
+    names the page, as the format requires), and names the hub."""
+    return [("self", entry_point_url(slug)), ("hub", hub_url())]
+
+
+def entry_point_url(slug: str) -> str:
+    return url("archives:linked-latest", slug)

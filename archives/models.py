@@ -302,3 +302,73 @@ class SnapshotPage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.snapshot} page {self.number}"
+
+
+class Subscription(models.Model):
+    """A WebSub subscription (archives/websub.py): a callback told of every change of one
+    topic, a feed's document in one format, until its lease expires.
+
+    A row is made by a subscription request and becomes active once the callback has
+    confirmed the intent (`expires_at` set). A request awaiting verification (`intent`) is
+    kept beside the active state, so a failed renewal leaves the subscription as it was.
+    Delivery state: the ETag of the topic's content last delivered (or given up on), the
+    failures since, and when the next attempt is due; `claimed_until` keeps two workers
+    from delivering to the same callback in one round."""
+
+    class Format(models.TextChoices):
+        ATOM = "atom", "Atom subscription document"
+        RSS = "rss", "RSS subscription document"
+        LINKED = "linked", "Linked-pages entry point"
+
+    class Mode(models.TextChoices):
+        SUBSCRIBE = "subscribe"
+        UNSUBSCRIBE = "unsubscribe"
+
+    # Null once the feed is deleted: the subscriber is then told its topic is gone.
+    feed = models.ForeignKey(Feed, on_delete=models.SET_NULL, null=True,
+                             related_name="subscriptions", db_index=False)
+    format = models.CharField(max_length=6, choices=Format.choices)
+    topic = models.URLField(max_length=500)  # as the subscriber named it (hub.topic)
+    callback = models.URLField(max_length=2000)
+    created = models.DateTimeField(auto_now_add=True)
+    # The active subscription: verified until `expires_at` (None: not verified yet).
+    secret = models.CharField(max_length=200, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    # The request awaiting verification ("" when none).
+    intent = models.CharField(max_length=11, choices=Mode.choices, blank=True)
+    intent_secret = models.CharField(max_length=200, blank=True)
+    intent_lease_seconds = models.PositiveIntegerField(null=True, blank=True)
+    # When the request was made: a verification's outcome is applied only if no newer
+    # request replaced the one it verified.
+    intent_at = models.DateTimeField(null=True, blank=True)
+    # Delivery: what was last delivered, the failures since, when to try again.
+    delivered_etag = models.CharField(max_length=80, blank=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(default=timezone.now)
+    last_error = models.CharField(max_length=300, blank=True)
+    claimed_until = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["topic", "callback"]
+        constraints = [
+            # One subscription per (topic, callback), as WebSub keys them: a new request
+            # renews or replaces it.
+            models.UniqueConstraint(fields=["topic", "callback"],
+                                    name="subscription_unique_topic_callback"),
+        ]
+        indexes = [
+            # Serves a delivery round: WHERE feed_id = ? AND format = ? AND expires_at > ?
+            models.Index(fields=["feed", "format", "expires_at"],
+                         name="subscription_topic"),
+            # Serves the verifier: WHERE intent <> '' (empty when nothing waits)
+            models.Index(fields=["id"], condition=~models.Q(intent=""),
+                         name="subscription_intent"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.callback} <- {self.topic}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.expires_at is not None and self.expires_at > timezone.now()

@@ -23,9 +23,11 @@ from .atom import (
     ATOM_NS,
     FH_NS,
     GENERATOR,
+    UNTYPED_RELS,
     EntryRow,
     deletion_summary,
     html_url,
+    hub_url,
     record_url,
     subscription_url,
     url,
@@ -63,6 +65,7 @@ def subscription_links(feed: Feed) -> list[tuple[str, str]]:
              ("current", rss_subscription_url(feed.slug))]
     if feed.sealed_pages:
         links.append(("prev-archive", rss_archive_url(feed.slug, feed.sealed_pages)))
+    links.append(("hub", hub_url()))  # WebSub: archives/websub.py
     return links
 
 
@@ -122,7 +125,10 @@ def _channel(feed: Feed, updated: datetime, links: list[tuple[str, str]]):
     sub_element(channel, "lastBuildDate").text = date
     sub_element(channel, "generator").text = GENERATOR
     for rel, href in links:
-        sub_element(channel, ATOM_LINK, rel=rel, type=RSS_MEDIA_TYPE, href=href)
+        if rel in UNTYPED_RELS:
+            sub_element(channel, ATOM_LINK, rel=rel, href=href)
+        else:
+            sub_element(channel, ATOM_LINK, rel=rel, type=RSS_MEDIA_TYPE, href=href)
     return rss, channel
 
 

@@ -34,4 +34,6 @@ urlpatterns = [
     # Pages for people (the feed, archive page and record URLs also answer HTML).
     path("feeds/<slug:slug>/search", views.search, name="search"),
     path("feeds/<slug:slug>/activity.svg", views.activity, name="activity"),
+    # WebSub: the hub of the subscription documents and the linked-pages entry point.
+    path("websub/", views.websub_hub, name="websub"),
 ]

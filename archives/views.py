@@ -14,6 +14,7 @@ from django.http import (
     Http404,
     HttpRequest,
     HttpResponse,
+    HttpResponseBadRequest,
     HttpResponseGone,
     HttpResponsePermanentRedirect,
     HttpResponseRedirect,
@@ -25,9 +26,9 @@ from django.utils.cache import get_conditional_response
 from django.utils.http import parse_header_parameters
 from django.utils.text import compress_sequence
 from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_safe
+from django.views.decorators.http import require_POST, require_safe
 
-from . import documents, fastsql, htmlpages
+from . import atom, documents, fastsql, htmlpages, linkedpages, websub
 from .activity import ActivityChart
 from .documents import (
     ArchiveDocument,
@@ -108,8 +109,10 @@ def newest_linked_page(request: HttpRequest, slug: str) -> HttpResponse:
         number = documents.newest_linked_page(slug)
     except ArchivePage.DoesNotExist as error:
         raise Http404(str(error)) from None
-    return _short_lived(HttpResponseRedirect(
+    response = _short_lived(HttpResponseRedirect(
         reverse("archives:linked-page", args=[slug, number])))
+    response["Link"] = atom.link_header(linkedpages.entry_point_links(slug))  # WebSub topic
+    return response
 
 
 @read_only
@@ -247,6 +250,21 @@ def paged_page(request: HttpRequest, slug: str, number: int) -> HttpResponse:
         newest = reverse("archives:paged", args=[slug])
         raise Http404(f"Feed {slug!r} has no paged feed page {number} (the newest entries "
                       f"are at {newest})") from None
+
+
+# WebSub ---------------------------------------------------------------------------------
+
+@csrf_exempt
+@require_POST
+def websub_hub(request: HttpRequest) -> HttpResponse:
+    """The hub (W3C WebSub 5.1): a subscription request is checked and recorded, and the
+    websub_worker verifies it with the callback (archives/websub.py)."""
+    try:
+        websub.record_request(request.POST)
+    except websub.HubRequestError as error:
+        return HttpResponseBadRequest(f"{error}\n", content_type="text/plain; charset=utf-8")
+    return HttpResponse("Accepted: the callback will be asked to confirm.\n", status=202,
+                        content_type="text/plain; charset=utf-8")
 
 
 # Serving a document -------------------------------------------------------------------

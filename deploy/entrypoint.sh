@@ -6,6 +6,8 @@
 #   web      the Django app under gunicorn (static files by whitenoise)
 #   sealer   seal full archive pages every SEAL_INTERVAL seconds (any number may run), and
 #            snapshot each changed feed every FEEDPUB_SNAPSHOT_EVERY seconds (0: never)
+#   websub   the WebSub worker: verify subscription intents, deliver each change to the
+#            subscribers' callbacks (any number may run)
 #   <other>  run it as given, e.g. `python manage.py createsuperuser`
 set -eu
 cd "$(dirname "$0")/.."
@@ -20,6 +22,9 @@ case "${1:-web}" in
   sealer)
     exec python manage.py seal_archives --watch "${SEAL_INTERVAL:-5}" \
       --snapshot-every "${FEEDPUB_SNAPSHOT_EVERY:-3600}" --keep-snapshots "${FEEDPUB_SNAPSHOTS_KEPT:-3}"
+    ;;
+  websub)
+    exec python manage.py websub_worker
     ;;
   *)
     exec "$@"

@@ -101,6 +101,30 @@ FEEDPUB_LAST_MODIFIED_SETTLE = envint("FEEDPUB_LAST_MODIFIED_SETTLE", "1")
 # worker by default (README "Deployment").
 FEEDPUB_PAGE_CACHE_BYTES = envint("FEEDPUB_PAGE_CACHE_BYTES", str(64 * 1024 * 1024))
 
+# WebSub (W3C): feedpub is its own hub at /websub/ (archives/websub.py); the websub_worker
+# process verifies intents and delivers changes (README "WebSub").
+# Callback hosts the hub accepts, as ALLOWED_HOSTS patterns ("*" any, ".example.org" that
+# domain and its subdomains). A public hub fetches any URL it is given: name the hosts of
+# your subscribers, or block private networks in the worker's egress (README "WebSub").
+FEEDPUB_WEBSUB_CALLBACK_HOSTS = [
+    h.strip() for h in (env("FEEDPUB_WEBSUB_CALLBACK_HOSTS", "*") or "").split(",") if h.strip()]
+# Leases (seconds): granted when hub.lease_seconds is absent, and the range accepted.
+FEEDPUB_WEBSUB_LEASE_SECONDS = envint("FEEDPUB_WEBSUB_LEASE_SECONDS", str(10 * 24 * 3600))
+FEEDPUB_WEBSUB_MIN_LEASE_SECONDS = envint("FEEDPUB_WEBSUB_MIN_LEASE_SECONDS", "60")
+FEEDPUB_WEBSUB_MAX_LEASE_SECONDS = envint("FEEDPUB_WEBSUB_MAX_LEASE_SECONDS",
+                                          str(365 * 24 * 3600))
+# A failed delivery is retried after RETRY_SECONDS, then twice as long each time; after
+# MAX_ATTEMPTS failures in a row that content is given up (10 s and 10 attempts: ~2.8 h).
+FEEDPUB_WEBSUB_RETRY_SECONDS = envint("FEEDPUB_WEBSUB_RETRY_SECONDS", "10")
+FEEDPUB_WEBSUB_MAX_ATTEMPTS = envint("FEEDPUB_WEBSUB_MAX_ATTEMPTS", "10")
+# Seconds a callback has to answer a verification or a delivery.
+FEEDPUB_WEBSUB_TIMEOUT = envint("FEEDPUB_WEBSUB_TIMEOUT", "10")
+# Deliveries in flight at once, per worker.
+FEEDPUB_WEBSUB_CONCURRENCY = envint("FEEDPUB_WEBSUB_CONCURRENCY", "200")
+# How often the worker looks at the database without being woken: on SQLite always, on
+# PostgreSQL as the fallback of LISTEN (a missed notification waits at most this long).
+FEEDPUB_WEBSUB_POLL_SECONDS = envint("FEEDPUB_WEBSUB_POLL_SECONDS", "5")
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",

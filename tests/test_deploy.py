@@ -64,7 +64,8 @@ def test_the_entrypoint_names_gunicorn_with_our_config_and_the_watching_sealer()
 
 def test_every_compose_app_service_runs_an_entrypoint_command():
     commands = entrypoint_commands()
-    for name in ("migrate", "web", "sealer"):
+    assert commands["websub"] == "python manage.py websub_worker"
+    for name in ("migrate", "web", "sealer", "websub"):
         assert SERVICES[name]["build"] == "."
         assert SERVICES[name]["command"] == [name]
         assert name in commands
@@ -78,6 +79,13 @@ def test_the_benchmark_runs_the_same_commands_as_compose():
         assert bench[constant] == [bench["ENTRYPOINT"], *SERVICES[name]["command"]]
         assert f"start({constant}" in source or f"sh(*{constant}" in source
     assert "NGINX_TEMPLATE = ROOT / \"deploy\" / \"nginx\" / \"feedpub.conf.template\"" in source
+
+
+def test_the_websub_benchmark_runs_the_worker_as_compose_does():
+    source = (ROOT / "bench" / "websub.py").read_text()
+    command = eval(re.search(r"^WORKER_COMMAND = (.+)$", source, re.MULTILINE).group(1))  # noqa: S307
+    assert command == ["deploy/entrypoint.sh", *SERVICES["websub"]["command"]]
+    assert "subprocess.Popen(WORKER_COMMAND" in source
 
 
 def test_compose_nginx_renders_the_template_the_benchmark_renders():

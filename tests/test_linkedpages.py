@@ -113,7 +113,9 @@ def test_links_and_cache_control_follow_the_pages_that_exist(client, sealed_feed
     assert links(first) == {"self": "/feeds/books/pages/1", "next": "/feeds/books/pages/2"}
     assert links(middle) == {"self": "/feeds/books/pages/2", "prev": "/feeds/books/pages/1",
                              "next": "/feeds/books/pages/3"}
-    assert links(newest) == {"self": "/feeds/books/pages/3", "prev": "/feeds/books/pages/2"}
+    # The newest page names the WebSub hub (its topic is the entry point, /pages/latest).
+    assert links(newest) == {"self": "/feeds/books/pages/3", "prev": "/feeds/books/pages/2",
+                             "hub": "/websub/"}
     assert first["Cache-Control"] == middle["Cache-Control"] == IMMUTABLE
     assert newest["Cache-Control"] != IMMUTABLE
 

@@ -99,7 +99,8 @@ def test_every_rss_twin_is_structurally_valid_and_linked_like_its_atom_twin(clie
     assert atom_links(subscription) == {
         "self": ["http://127.0.0.1:8000/feeds/books/rss/"],
         "current": ["http://127.0.0.1:8000/feeds/books/rss/"],
-        "prev-archive": ["http://127.0.0.1:8000/feeds/books/archives/2/rss/"]}
+        "prev-archive": ["http://127.0.0.1:8000/feeds/books/archives/2/rss/"],
+        "hub": ["http://127.0.0.1:8000/websub/"]}  # WebSub
     newest = valid_rss(documents[1][1], archive=True)
     assert atom_links(newest) == {
         "self": ["http://127.0.0.1:8000/feeds/books/archives/2/rss/"],

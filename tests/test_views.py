@@ -59,6 +59,7 @@ def test_the_subscription_document_holds_the_unsealed_entries_newest_first(
         "self": f"{BASE}/feeds/books/",
         "current": f"{BASE}/feeds/books/",
         "prev-archive": f"{BASE}/feeds/books/archives/2/",
+        "hub": f"{BASE}/websub/",  # WebSub
     }
 
 

@@ -1,0 +1,37 @@
+"""The WebSub worker: `python manage.py websub_worker [--once] [--poll SECONDS]`."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from archives.websub import RoundReport, Worker
+
+
+class Command(BaseCommand):
+    help = ("Verify WebSub subscription intents and deliver each change to subscribers "
+            "(archives/websub.py). Any number may run at once.")
+
+    def add_arguments(self, parser):
+        parser.add_argument("--once", action="store_true",
+                            help="one round over the database, then exit")
+        parser.add_argument("--poll", type=float, default=None, metavar="SECONDS",
+                            help="seconds between rounds not woken by a notification "
+                                 "(default FEEDPUB_WEBSUB_POLL_SECONDS)")
+
+    def handle(self, *args, once=False, poll=None, **options):
+        poll = settings.FEEDPUB_WEBSUB_POLL_SECONDS if poll is None else poll
+        if poll <= 0:
+            raise CommandError("--poll needs a positive number of seconds")
+        worker = Worker()
+        try:
+            if once:
+                self.report(worker.run_round())
+            else:
+                worker.run(poll_seconds=poll, on_round=self.report)
+        finally:
+            worker.close()
+
+    def report(self, report: RoundReport) -> None:
+        self.stdout.write(", ".join(f"{count} {name}" for name, count in vars(report).items()
+                                    if count) or "nothing to do")
