@@ -311,9 +311,10 @@ class Subscription(models.Model):
     A row is made by a subscription request and becomes active once the callback has
     confirmed the intent (`expires_at` set). A request awaiting verification (`intent`) is
     kept beside the active state, so a failed renewal leaves the subscription as it was.
-    Delivery state: the ETag of the topic's content last delivered (or given up on), the
-    failures since, and when the next attempt is due; `claimed_until` keeps two workers
-    from delivering to the same callback in one round."""
+    Delivery state: the feed's version (`Version`: its subscription_modified, last_seq and
+    sealed_pages, which only grow) and ETag of the content last delivered, the failures
+    since, and when the next attempt is due; `claimed_until` keeps two workers from
+    delivering to the same callback in one round."""
 
     class Format(models.TextChoices):
         ATOM = "atom", "Atom subscription document"
@@ -328,7 +329,11 @@ class Subscription(models.Model):
     feed = models.ForeignKey(Feed, on_delete=models.SET_NULL, null=True,
                              related_name="subscriptions", db_index=False)
     format = models.CharField(max_length=6, choices=Format.choices)
-    topic = models.URLField(max_length=500)  # as the subscriber named it (hub.topic)
+    # The topic's own URL (a linked page named as the topic stands for the entry point) and,
+    # when active, the URL the subscriber named (hub.topic): its verification and
+    # deliveries name that one back.
+    topic = models.URLField(max_length=500)
+    named_topic = models.URLField(max_length=500, blank=True)
     callback = models.URLField(max_length=2000)
     created = models.DateTimeField(auto_now_add=True)
     # The active subscription: verified until `expires_at` (None: not verified yet).
@@ -336,12 +341,18 @@ class Subscription(models.Model):
     expires_at = models.DateTimeField(null=True, blank=True)
     # The request awaiting verification ("" when none).
     intent = models.CharField(max_length=11, choices=Mode.choices, blank=True)
+    intent_topic = models.URLField(max_length=500, blank=True)
     intent_secret = models.CharField(max_length=200, blank=True)
     intent_lease_seconds = models.PositiveIntegerField(null=True, blank=True)
     # When the request was made: a verification's outcome is applied only if no newer
     # request replaced the one it verified.
     intent_at = models.DateTimeField(null=True, blank=True)
-    # Delivery: what was last delivered, the failures since, when to try again.
+    # Delivery: the feed version and ETag last delivered (or skipped: unchanged bytes), the
+    # failures since, when to try again. A worker sends only content of a later version
+    # than the one delivered, so no older document ever follows a newer one.
+    delivered_modified = models.DateTimeField(null=True, blank=True)
+    delivered_seq = models.BigIntegerField(default=0)
+    delivered_sealed = models.PositiveIntegerField(default=0)
     delivered_etag = models.CharField(max_length=80, blank=True)
     delivered_at = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=0)

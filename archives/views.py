@@ -259,6 +259,12 @@ def paged_page(request: HttpRequest, slug: str, number: int) -> HttpResponse:
 def websub_hub(request: HttpRequest) -> HttpResponse:
     """The hub (W3C WebSub 5.1): a subscription request is checked and recorded, and the
     websub_worker verifies it with the callback (archives/websub.py)."""
+    wait = websub.throttled(request)
+    if wait is not None:
+        return HttpResponse(f"Too many subscription requests from this address "
+                            f"(FEEDPUB_WEBSUB_RATE): retry after {wait} seconds.\n",
+                            status=429, headers={"Retry-After": str(wait)},
+                            content_type="text/plain; charset=utf-8")
     try:
         websub.record_request(request.POST)
     except websub.HubRequestError as error:

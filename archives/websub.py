@@ -3,48 +3,61 @@
 Topics are a feed's subscription document, in Atom (/feeds/<slug>/) or RSS
 (/feeds/<slug>/rss/), and the linked-pages entry point (/feeds/<slug>/pages/latest), whose
 content is the newest linked page. Each names the hub (rel="hub") and itself (rel="self").
+A linked page's URL is accepted as a name of the entry point: a client that discovers the
+hub by following the entry point's redirect reads the newest page's `self`, and that is the
+topic it asks for.
 
 The hub's view only checks a request (`record_request`: 400 with the reason, else 202) and
-records the intent. The worker (`Worker`, run by `manage.py websub_worker`) makes every
-call to a callback:
+records the intent; each client address may make FEEDPUB_WEBSUB_RATE of them (429 beyond).
+The worker (`Worker`, run by `manage.py websub_worker`) makes every call to a callback:
 - it verifies an intent with a GET carrying hub.mode, hub.topic, hub.challenge (and
   hub.lease_seconds), which the callback must answer with a 2xx echoing the challenge; a
   subscriber whose topic is gone (its feed deleted or renamed) is denied (hub.mode=denied);
-- it delivers: whenever a topic's ETag differs from the one last delivered to a subscriber,
-  it POSTs the topic's current bytes to the callback, with Link rel="hub" and rel="self",
-  the topic's Content-Type and, when a secret was given, X-Hub-Signature:
-  sha256=HMAC-SHA256(secret, body);
+- it delivers: whenever a topic's feed has a later version (`Version`) than the one last
+  delivered to a subscriber, it POSTs the topic's current bytes to the callback, with Link
+  rel="hub" and rel="self", the topic's Content-Type and, when a secret was given,
+  X-Hub-Signature: sha256=HMAC-SHA256(secret, body);
 - a failed delivery is retried after FEEDPUB_WEBSUB_RETRY_SECONDS, twice as long each time
-  after, and that content is given up after FEEDPUB_WEBSUB_MAX_ATTEMPTS failures in a row
-  (the next change is delivered afresh); a 410 Gone from a callback ends its subscription;
+  after (at most MAX_RETRY_DELAY), always with the newest content; after
+  FEEDPUB_WEBSUB_MAX_ATTEMPTS failures in a row the subscription is ended, as is one whose
+  callback answers 410 Gone;
 - subscriptions whose lease has run out are dropped.
+Callbacks are called only at public addresses (checked on each connection, after name
+resolution) unless FEEDPUB_WEBSUB_ALLOW_PRIVATE_CALLBACKS; whatever a callback answers (or
+fails to) is that call's failure, never the worker's.
 
-Correct by the database state alone: a round compares each subscriber's delivered ETag with
-the topic's current one, so a missed wake-up only delays a delivery until the next poll.
-Delivery is at least once: an answer lost (the worker killed after sending) means the same
-content is sent again. Each topic's bytes are read once a round and sent to every
-subscriber due, concurrently. Workers claim the subscriptions they call (`claimed_until`,
-taken with FOR UPDATE SKIP LOCKED on PostgreSQL), so any number may run and none calls a
-callback another is calling.
+Correct by the database state alone: a round asks the database, in one query, which topics
+have a subscriber due whose delivered version is behind its feed's, so a missed wake-up
+only delays a delivery until the next poll, and an idle round costs the same for 10 topics
+as for 100,000. Delivery is at least once: an answer lost (the worker killed after sending)
+means the same content is sent again. Each due topic's bytes are read once a round and
+sent to every subscriber due, concurrently. Workers claim the subscriptions they call
+(`claimed_until`, taken with FOR UPDATE SKIP LOCKED on PostgreSQL) and only those behind
+the version they read, so any number may run, none calls a callback another is calling,
+and none sends a document older than one already delivered.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import hashlib
 import hmac
+import ipaddress
 import logging
+import math
 import re
 import secrets
+import socket
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from urllib.parse import urlsplit
 
 import aiohttp
 from django.conf import settings
-from django.core.exceptions import ValidationError
+from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.core.validators import URLValidator
 from django.db import (
     InterfaceError,
@@ -53,11 +66,12 @@ from django.db import (
     connection,
     transaction,
 )
-from django.db.models import Q
-from django.http import QueryDict
+from django.db.models import F, Q
+from django.http import HttpRequest, QueryDict
 from django.http.request import validate_host
 from django.urls import Resolver404, resolve
 from django.utils import timezone
+from rest_framework.throttling import SimpleRateThrottle
 from yarl import URL
 
 from . import atom, documents, linkedpages, rss
@@ -72,8 +86,17 @@ Mode = Subscription.Mode
 # The routes that are topics, and the format each names.
 TOPIC_ROUTES = {"archives:subscription": Format.ATOM, "archives:rss": Format.RSS,
                 "archives:linked-latest": Format.LINKED}
+# A linked page: a name of its feed's entry point (what discovery through the entry point's
+# redirect finds as `self`).
+LINKED_PAGE_ROUTE = "archives:linked-page"
 MAX_SECRET_BYTES = 199  # "hub.secret ... MUST be less than 200 bytes"
 MAX_CALLBACK_BYTES = 2000
+HUB_FIELDS = ("hub.mode", "hub.topic", "hub.callback", "hub.lease_seconds", "hub.secret")
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
+# The longest wait between two delivery attempts, however many failures came before.
+MAX_RETRY_DELAY = 3600
+# What a verification's answer may hold besides the challenge (a newline, spaces).
+CHALLENGE_SLACK = 1024
 # PostgreSQL channels the worker listens on: writes announce the feed they changed (the
 # write path, archives/heads.py), the hub announces a new intent.
 CHANGES_CHANNEL = "feedpub_changes"
@@ -85,8 +108,25 @@ BATCH = 1000
 
 
 def claim_seconds() -> int:
-    rounds = -(-BATCH // max(settings.FEEDPUB_WEBSUB_CONCURRENCY, 1))
+    rounds = -(-BATCH // settings.FEEDPUB_WEBSUB_CONCURRENCY)
     return 2 * rounds * settings.FEEDPUB_WEBSUB_TIMEOUT + 60
+
+
+def check_settings() -> None:
+    """Refuse settings the worker cannot run with (at its start, not at its first call)."""
+    problems = [f"FEEDPUB_WEBSUB_{name} must be at least 1, not {value}"
+                for name in ("CONCURRENCY", "TIMEOUT", "RETRY_SECONDS", "MAX_ATTEMPTS",
+                             "POLL_SECONDS", "MIN_LEASE_SECONDS")
+                if (value := getattr(settings, f"FEEDPUB_WEBSUB_{name}")) < 1]
+    low, default, high = (settings.FEEDPUB_WEBSUB_MIN_LEASE_SECONDS,
+                          settings.FEEDPUB_WEBSUB_LEASE_SECONDS,
+                          settings.FEEDPUB_WEBSUB_MAX_LEASE_SECONDS)
+    if not low <= default <= high:
+        problems.append(f"FEEDPUB_WEBSUB_LEASE_SECONDS ({default}) must lie within "
+                        f"FEEDPUB_WEBSUB_MIN_LEASE_SECONDS ({low}) and "
+                        f"FEEDPUB_WEBSUB_MAX_LEASE_SECONDS ({high})")
+    if problems:
+        raise ImproperlyConfigured("; ".join(problems))
 
 
 class HubRequestError(ValueError):
@@ -106,20 +146,61 @@ def topic_url(slug: str, format: str) -> str:
 def find_topic(url: str) -> tuple[Feed, str]:
     """The feed and format a topic URL names. Raises HubRequestError."""
     base = settings.FEEDPUB_BASE_URL
-    path = url.removeprefix(base) if url.startswith(base + "/") else None
-    try:
-        match = resolve(urlsplit(path).path) if path is not None else None
-    except Resolver404:
-        match = None
-    format = TOPIC_ROUTES.get(match.view_name) if match else None
-    feed = Feed.objects.filter(slug=match.kwargs["slug"]).first() if format else None
-    if feed is None or url != topic_url(feed.slug, format):
+    match = format = feed = None
+    if url.startswith(base + "/"):
+        try:
+            match = resolve(urlsplit(url.removeprefix(base)).path)
+        except (Resolver404, ValueError):  # ValueError: a URL urlsplit cannot read
+            match = None
+    if match is not None and match.view_name == LINKED_PAGE_ROUTE:
+        format = Format.LINKED
+    elif match is not None:
+        format = TOPIC_ROUTES.get(match.view_name)
+    if format:
+        feed = Feed.objects.filter(slug=match.kwargs["slug"]).first()
+    if feed is None or url not in topic_names(feed, format, match.kwargs.get("number")):
         example = topic_url("SLUG", Format.ATOM).replace("SLUG", "<slug>")
         raise HubRequestError(
             f"hub.topic {url!r} is not a topic of this hub. Topics are an existing feed's "
             f"subscription document ({example}), its RSS twin (rss/ after it) and its "
-            f"linked-pages entry point (pages/latest after it).")
+            f"linked-pages entry point (pages/latest after it, or one of its pages).")
     return feed, format
+
+
+def topic_names(feed: Feed, format: str, page: int | None) -> set[str]:
+    """The URLs a request may name the feed's topic by: its own, and for the entry point
+    an existing linked page of the feed."""
+    names = {topic_url(feed.slug, format)}
+    if page is not None and 0 < page <= documents.newest_page(feed):
+        names.add(atom.url(LINKED_PAGE_ROUTE, feed.slug, page))
+    return names
+
+
+@dataclass(frozen=True, order=True)
+class Version:
+    """How far a feed's documents have come: each of these only grows (a write raises
+    last_seq, a seal sealed_pages, every change subscription_modified, which is never set
+    back), so comparing them in this order puts any two states of the feed in the order
+    they were committed."""
+
+    modified: datetime
+    seq: int
+    sealed: int
+
+    @classmethod
+    def of(cls, feed: Feed) -> Version:
+        return cls(feed.subscription_modified, feed.last_seq, feed.sealed_pages)
+
+
+def behind(modified, seq, sealed) -> Q:
+    """Subscriptions last delivered an earlier version than (modified, seq, sealed): values
+    or expressions (the feed's own columns)."""
+    return (Q(delivered_modified__isnull=True) | Q(delivered_modified__lt=modified)
+            | Q(delivered_modified=modified, delivered_seq__lt=seq)
+            | Q(delivered_modified=modified, delivered_seq=seq, delivered_sealed__lt=sealed))
+
+
+FEED_VERSION = (F("feed__subscription_modified"), F("feed__last_seq"), F("feed__sealed_pages"))
 
 
 @dataclass(frozen=True)
@@ -133,7 +214,8 @@ class Content:
 
 
 def current_content(feed: Feed, format: str) -> Content | None:
-    """The topic's bytes now (None: the linked-pages topic of a feed with no entries)."""
+    """The topic's bytes (None: the linked-pages topic of a feed with no entries), of the
+    feed as read or later, never earlier."""
     read_at = documents.now()
     if format == Format.LINKED:
         number = documents.newest_page(feed)
@@ -150,24 +232,55 @@ def current_content(feed: Feed, format: str) -> Content | None:
 
 # The hub: subscription requests -----------------------------------------------------------
 
+class HubThrottle(SimpleRateThrottle):
+    """Subscription requests per client address (FEEDPUB_WEBSUB_RATE), counted in Django's
+    default cache like the API's throttles; the address as they take it (NUM_PROXIES)."""
+
+    scope = "websub"
+
+    def get_rate(self) -> str | None:
+        return settings.FEEDPUB_WEBSUB_RATE
+
+    def get_cache_key(self, request, view) -> str:
+        return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}
+
+
+def throttled(request: HttpRequest) -> int | None:
+    """Seconds the client must wait before its next request (None: go ahead)."""
+    throttle = HubThrottle()
+    if throttle.allow_request(request, None):
+        return None
+    return max(math.ceil(throttle.wait() or 1), 1)
+
+
 def record_request(data: QueryDict) -> Subscription:
     """Check a subscription request (hub.mode, hub.topic, hub.callback, hub.lease_seconds,
     hub.secret) and record it for the worker to verify. Raises HubRequestError."""
+    for name in HUB_FIELDS:
+        if CONTROL_CHARACTERS.search(data.get(name, "")):
+            raise HubRequestError(f"{name} must not contain control characters.")
     mode = data.get("hub.mode", "")
     if mode not in Mode.values:
         raise HubRequestError(f"hub.mode must be subscribe or unsubscribe, not {mode!r}.")
-    feed, format = find_topic(data.get("hub.topic", ""))
+    named_topic = data.get("hub.topic", "")
+    feed, format = find_topic(named_topic)
     callback = clean_callback(data.get("hub.callback", ""))
     secret = clean_secret(data.get("hub.secret", ""))
     lease = clean_lease(data.get("hub.lease_seconds", "")) if mode == Mode.SUBSCRIBE else None
     with transaction.atomic():
         subscription, _ = Subscription.objects.select_for_update().get_or_create(
-            topic=data["hub.topic"], callback=callback,
+            topic=topic_url(feed.slug, format), callback=callback,
             defaults={"feed": feed, "format": format})
-        subscription.intent, subscription.intent_secret = mode, secret
-        subscription.intent_lease_seconds, subscription.intent_at = lease, timezone.now()
-        subscription.save(update_fields=["intent", "intent_secret", "intent_lease_seconds",
-                                         "intent_at"])
+        if subscription.feed_id != feed.pk:
+            # A row kept from before a rename: the feed that had this URL then. Its
+            # subscription is to a topic gone; this request starts a new one.
+            subscription.expires_at = None
+        subscription.feed, subscription.format = feed, format
+        subscription.intent, subscription.intent_topic = mode, named_topic
+        subscription.intent_secret, subscription.intent_lease_seconds = secret, lease
+        subscription.intent_at = timezone.now()
+        subscription.save(update_fields=["feed", "format", "expires_at", "intent", "intent_topic",
+                                         "intent_secret", "intent_lease_seconds", "intent_at"])
         announce(INTENTS_CHANNEL, subscription.pk)
     return subscription
 
@@ -180,13 +293,18 @@ def clean_callback(url: str) -> str:
         raise HubRequestError("hub.callback is missing.")
     try:
         _url_validator(url)
-    except ValidationError:
-        raise HubRequestError(f"hub.callback {url!r} is not an absolute http(s) URL.") from None
+        host, _ = urlsplit(url).hostname, urlsplit(url).port  # port: ValueError if bad
+    except (ValidationError, ValueError):
+        raise HubRequestError(f"hub.callback {url!r} is not an absolute http(s) URL with a "
+                              f"valid host and port.") from None
     if len(url.encode()) > MAX_CALLBACK_BYTES:
         raise HubRequestError(f"hub.callback is longer than {MAX_CALLBACK_BYTES} bytes.")
     if not callback_allowed(url):
-        raise HubRequestError(f"This hub does not call back {urlsplit(url).hostname!r} "
+        raise HubRequestError(f"This hub does not call back {host!r} "
                               f"(hosts it calls: FEEDPUB_WEBSUB_CALLBACK_HOSTS).")
+    if not address_allowed(host, literal_only=True):
+        raise HubRequestError(f"This hub does not call back {host!r}: not a public address "
+                              f"(FEEDPUB_WEBSUB_ALLOW_PRIVATE_CALLBACKS).")
     return url
 
 
@@ -194,8 +312,39 @@ def callback_allowed(url: str) -> bool:
     """Whether FEEDPUB_WEBSUB_CALLBACK_HOSTS admits the callback's host (ALLOWED_HOSTS
     patterns). Checked on each request and again before each call: the setting may have
     narrowed since the subscription was made."""
-    host = (urlsplit(url).hostname or "").lower()
+    try:
+        host = (urlsplit(url).hostname or "").lower()
+    except ValueError:
+        return False
     return bool(host) and validate_host(host, settings.FEEDPUB_WEBSUB_CALLBACK_HOSTS)
+
+
+def address_allowed(host: str, *, literal_only: bool = False) -> bool:
+    """Whether the hub may connect to `host`, an IP address: a public one, or any when
+    FEEDPUB_WEBSUB_ALLOW_PRIVATE_CALLBACKS. With `literal_only`, a name passes (its
+    addresses are checked when it is connected to)."""
+    if settings.FEEDPUB_WEBSUB_ALLOW_PRIVATE_CALLBACKS:
+        return True
+    try:
+        address = ipaddress.ip_address(host.split("%", 1)[0])  # an IPv6 scope is no part
+    except ValueError:
+        return literal_only
+    if address.version == 6 and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    # is_global leaves out loopback, private, link-local, reserved and shared addresses;
+    # multicast ones count as global there.
+    return address.is_global and not address.is_multicast
+
+
+def public_socket(addr_info) -> socket.socket:
+    """aiohttp's socket factory: called for each address a callback's name resolved to,
+    right before connecting, so a name that resolves (or rebinds) to a private address
+    is refused as well as a literal one."""
+    family, type_, proto, _, address = addr_info
+    if not address_allowed(address[0]):
+        raise OSError(errno.EACCES, f"{address[0]} is not a public address "
+                                    f"(FEEDPUB_WEBSUB_ALLOW_PRIVATE_CALLBACKS)")
+    return socket.socket(family=family, type=type_, proto=proto)
 
 
 def clean_secret(secret: str) -> str:
@@ -205,15 +354,16 @@ def clean_secret(secret: str) -> str:
 
 
 def clean_lease(value: str) -> int:
+    """The lease granted: the one asked for, brought within the range this hub grants
+    (WebSub lets the hub choose; the verification tells the subscriber which)."""
     if not value:
         return settings.FEEDPUB_WEBSUB_LEASE_SECONDS
+    if not re.fullmatch(r"[0-9]+", value):
+        raise HubRequestError(f"hub.lease_seconds must be a whole number of seconds, "
+                              f"not {value!r}.")
     low, high = (settings.FEEDPUB_WEBSUB_MIN_LEASE_SECONDS,
                  settings.FEEDPUB_WEBSUB_MAX_LEASE_SECONDS)
-    if not re.fullmatch(r"[0-9]{1,12}", value) or not low <= int(value) <= high:
-        raise HubRequestError(
-            f"hub.lease_seconds must be a whole number of seconds from {low} to {high}, "
-            f"not {value!r}.")
-    return int(value)
+    return high if len(value) > 12 else min(max(int(value), low), high)
 
 
 def announce(channel: str, payload: int) -> None:
@@ -238,6 +388,7 @@ class RoundReport:
     denied: int = 0
     delivered: int = 0
     failed: int = 0
+    ended: int = 0  # subscriptions ended after FEEDPUB_WEBSUB_MAX_ATTEMPTS failures
     expired: int = 0
 
     def __bool__(self) -> bool:
@@ -251,13 +402,15 @@ class Worker:
     1,000 local POSTs took ~0.35 s with it against ~3 s with httpx, bench/websub.py.)"""
 
     def __init__(self):
+        check_settings()
         self.loop = asyncio.new_event_loop()
         self.client = self.loop.run_until_complete(self._session())
 
     @staticmethod
     async def _session() -> aiohttp.ClientSession:
         return aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=settings.FEEDPUB_WEBSUB_CONCURRENCY),
+            connector=aiohttp.TCPConnector(limit=settings.FEEDPUB_WEBSUB_CONCURRENCY,
+                                           socket_factory=public_socket),
             timeout=aiohttp.ClientTimeout(total=settings.FEEDPUB_WEBSUB_TIMEOUT),
             headers={"User-Agent": f"feedpub WebSub hub ({atom.hub_url()})"})
 
@@ -280,30 +433,44 @@ class Worker:
     def run(self, *, poll_seconds: float, stop=lambda: False, on_round=None) -> None:
         """Rounds until `stop()`: a full one every `poll_seconds`, and between them, on
         PostgreSQL, one for the feeds (and intents) notifications name as they come.
-        A lost database is survived: the connection is dropped and tried again."""
+        A failed round is logged and the next one tries again: the database may be back,
+        and claims a failed round left lapse (claim_seconds)."""
         listener = Listener() if connection.vendor == "postgresql" else None
         next_poll = 0.0
         try:
             while not stop():
                 wait = max(next_poll - time.monotonic(), 0)
+                # Either returns within `wait`, with what woke it or None (also when the
+                # listening connection is down: then it has slept, and this polls).
                 wake = listener.wait(wait) if listener else time.sleep(wait)
                 full = time.monotonic() >= next_poll
-                try:
-                    report = (self.run_round() if full
-                              else self.run_round(wake.feeds, verify=wake.intents))
-                except (OperationalError, InterfaceError) as error:
-                    logger.error("websub: database unavailable (%s); retrying", error)
-                    close_old_connections()
-                    report = None
+                if not full and wake is None:
+                    continue
                 if full:
                     next_poll = time.monotonic() + poll_seconds
+                report = self._round(None if full else wake)
                 if on_round is not None and report:
                     on_round(report)
         finally:
             if listener is not None:
                 listener.close()
 
-    def _gather(self, calls):
+    def _round(self, wake: Wake | None) -> RoundReport | None:
+        """A full round (`wake` None) or the one a notification asks for; None if it failed."""
+        try:
+            if wake is None:
+                return self.run_round()
+            return self.run_round(wake.feeds, verify=wake.intents)
+        except (OperationalError, InterfaceError) as error:
+            logger.error("websub: database unavailable (%s); retrying", error)
+        except Exception:  # noqa: BLE001 - a worker that exits delivers nothing at all
+            logger.exception("websub: a round failed; the next one tries again")
+        close_old_connections()
+        return None
+
+    def _gather(self, calls, failed):
+        """Run the calls `FEEDPUB_WEBSUB_CONCURRENCY` at a time; a call that raised counts
+        as `failed(error)` (each catches what a callback can cause; this is the backstop)."""
         async def run():
             semaphore = asyncio.Semaphore(settings.FEEDPUB_WEBSUB_CONCURRENCY)
 
@@ -311,9 +478,15 @@ class Worker:
                 async with semaphore:
                     return await call
 
-            return await asyncio.gather(*(limited(call) for call in calls))
+            return await asyncio.gather(*(limited(call) for call in calls),
+                                        return_exceptions=True)
 
-        return self.loop.run_until_complete(run())
+        results = self.loop.run_until_complete(run())
+        for result in results:
+            if isinstance(result, Exception):
+                logger.error("websub: a call failed unexpectedly: %r", result)
+        return [failed(result) if isinstance(result, Exception) else result
+                for result in results]
 
     # Verification
 
@@ -326,14 +499,14 @@ class Worker:
             for subscription in gone:
                 subscription.feed = None
             self._deny(gone, report)
-            answers = self._gather(self._verify(s) for s in asking)
+            answers = self._gather((self._verify(s) for s in asking), lambda error: False)
             for subscription, confirmed in zip(asking, answers, strict=True):
                 apply_verification(subscription, confirmed,
                                    feeds.get(subscription.feed_id), report)
 
     async def _verify(self, subscription: Subscription) -> bool:
         challenge = secrets.token_urlsafe(24)
-        params = {"hub.mode": subscription.intent, "hub.topic": subscription.topic,
+        params = {"hub.mode": subscription.intent, "hub.topic": subscription.intent_topic,
                   "hub.challenge": challenge}
         if subscription.intent == Mode.SUBSCRIBE:
             params["hub.lease_seconds"] = str(subscription.intent_lease_seconds)
@@ -342,87 +515,122 @@ class Worker:
         try:
             async with self.client.get(with_query(subscription.callback, params),
                                        allow_redirects=False) as response:
-                body = await response.content.read(len(challenge) + 64)
-        except (aiohttp.ClientError, TimeoutError) as error:
+                if not 200 <= response.status < 300:
+                    return False
+                body = await read_at_most(response, len(challenge) + CHALLENGE_SLACK)
+        except Exception as error:  # noqa: BLE001 - whatever the callback does: not confirmed
             logger.info("verifying %s: %r", subscription, error)
             return False
         # The body must equal the challenge; surrounding whitespace (a newline many
         # frameworks add) is forgiven: the challenge itself has none.
-        return 200 <= response.status < 300 and body.strip() == challenge.encode()
+        return body is not None and body.strip() == challenge.encode()
 
     def _deny(self, subscriptions: list[Subscription], report: RoundReport) -> None:
         """Tell each subscriber its topic is gone (hub.mode=denied), then forget it."""
         async def deny(subscription):
-            params = {"hub.mode": "denied", "hub.topic": subscription.topic,
+            params = {"hub.mode": "denied",
+                      "hub.topic": subscription.named_topic or subscription.intent_topic,
                       "hub.reason": "The topic no longer exists."}
             if callback_allowed(subscription.callback):
                 try:
                     async with self.client.get(with_query(subscription.callback, params),
                                                allow_redirects=False):
-                        pass
-                except (aiohttp.ClientError, TimeoutError) as error:
+                        pass  # its answer changes nothing
+                except Exception as error:  # noqa: BLE001 - it is forgotten all the same
                     logger.info("denying %s: %r", subscription, error)
 
-        self._gather(deny(s) for s in subscriptions)
+        self._gather((deny(s) for s in subscriptions), lambda error: None)
         Subscription.objects.filter(pk__in=[s.pk for s in subscriptions]).delete()
         report.denied += len(subscriptions)
 
     # Delivery
 
     def deliver(self, report: RoundReport, feed_ids: Iterable[int] | None = None) -> None:
+        """Deliver each topic that has a subscriber due and behind its feed's version: one
+        query finds them, whatever the number of topics."""
         now = timezone.now()
-        topics = Subscription.objects.filter(expires_at__gt=now, feed__isnull=False)
+        behind_now = Subscription.objects.filter(behind(*FEED_VERSION), due(now),
+                                                 unclaimed(now), feed__isnull=False)
         if feed_ids is not None:
-            topics = topics.filter(feed_id__in=list(feed_ids))
-        topics = set(topics.values_list("feed_id", "format").distinct().order_by())
-        feeds = Feed.objects.in_bulk({feed_id for feed_id, _ in topics})
-        for feed_id, format in sorted(topics):
-            feed = feeds.get(feed_id)
-            if feed is not None:
-                self.deliver_topic(feed, format, report)
+            behind_now = behind_now.filter(feed_id__in=list(feed_ids))
+        for feed_id, format in sorted(set(behind_now.values_list("feed_id", "format")
+                                          .distinct().order_by())):
+            self.deliver_topic(feed_id, format, report)
 
-    def deliver_topic(self, feed: Feed, format: str, report: RoundReport) -> None:
-        """Send the topic's current content to each subscriber that has not had it."""
+    def deliver_topic(self, feed_id: int, format: str, report: RoundReport) -> None:
+        """Send the topic's current content to each subscriber last sent an earlier version.
+        The feed is read here, right before its content and the claim: a subscriber
+        already sent a later version (by another worker) is not claimed."""
+        feed = Feed.objects.filter(pk=feed_id).first()
+        if feed is None:
+            return  # deleted: its subscribers are denied by the next verification
+        version = Version.of(feed)
         content = current_content(feed, format)
-        if content is None:
-            return
         current_topic = topic_url(feed.slug, format)
         while claimed := claim(Subscription.objects.filter(
-                feed=feed, format=format, expires_at__gt=timezone.now(),
-                next_attempt_at__lte=timezone.now()).exclude(delivered_etag=content.etag)):
+                behind(version.modified, version.seq, version.sealed), due(timezone.now()),
+                feed=feed, format=format)):
             gone = [s for s in claimed if s.topic != current_topic]  # renamed since
             self._deny(gone, report)
-            sending = [s for s in claimed if s.topic == current_topic]
-            answers = self._gather(self._post(s, content) for s in sending)
-            record_deliveries(sending, answers, content, report)
+            claimed = [s for s in claimed if s.topic == current_topic]
+            # Nothing to send when the bytes are those already sent (a change of what the
+            # topic does not show): only the version moves on.
+            unchanged = [s for s in claimed
+                         if content is None or s.delivered_etag == content.etag]
+            sending = [s for s in claimed if s not in unchanged]
+            answers = self._gather((self._post(s, content) for s in sending),
+                                   lambda error: f"{type(error).__name__}: {error}"[:300])
+            record_deliveries(sending, answers, content, version, report)
+            mark_delivered([s.pk for s in unchanged], version,
+                           content.etag if content else "", timezone.now())
 
     async def _post(self, subscription: Subscription, content: Content) -> int | str:
-        """The callback's status code, or why there is none."""
+        """The callback's status code, or why there is none. Its body is not read: WebSub
+        has the hub ignore it, and it could be endless."""
         if not callback_allowed(subscription.callback):
             return "the callback's host is no longer in FEEDPUB_WEBSUB_CALLBACK_HOSTS"
         headers = {"Content-Type": content.content_type,
                    "Link": atom.link_header([("hub", atom.hub_url()),
-                                             ("self", subscription.topic)]),
+                                             ("self", subscription.named_topic)]),
                    **content.headers}
         if subscription.secret:
             headers["X-Hub-Signature"] = signature(subscription.secret, content.body)
         try:
-            async with self.client.post(URL(subscription.callback, encoded=True),
-                                        data=content.body, headers=headers,
-                                        allow_redirects=False) as response:
-                await response.read()
+            async with self.client.post(URL(subscription.callback), data=content.body,
+                                        headers=headers, allow_redirects=False) as response:
                 return response.status
-        except (aiohttp.ClientError, TimeoutError) as error:
+        except Exception as error:  # noqa: BLE001 - whatever the callback does: a failure
             return f"{type(error).__name__}: {error}"[:300]
 
 
+async def read_at_most(response: aiohttp.ClientResponse, limit: int) -> bytes | None:
+    """The response's body to its end (however it comes in pieces), or None when it is
+    longer than `limit` bytes, which are all that are read."""
+    body = bytearray()
+    while chunk := await response.content.read(limit + 1 - len(body)):
+        body += chunk
+        if len(body) > limit:
+            return None
+    return bytes(body)
+
+
 def with_query(url: str, params: dict[str, str]) -> URL:
-    """The callback with the hub's parameters added to its own query, which is kept."""
-    return URL(url, encoded=True).extend_query(params)
+    """The callback with the hub's parameters added to its own query, which is kept (and,
+    like the path, percent-encoded where it is not)."""
+    return URL(url).extend_query(params)
 
 
 def topic_exists(subscription: Subscription, feed: Feed | None) -> bool:
     return feed is not None and subscription.topic == topic_url(feed.slug, subscription.format)
+
+
+def due(now: datetime) -> Q:
+    """Active subscriptions whose next delivery attempt is due."""
+    return Q(expires_at__gt=now, next_attempt_at__lte=now)
+
+
+def unclaimed(now: datetime) -> Q:
+    return Q(claimed_until__isnull=True) | Q(claimed_until__lt=now)
 
 
 def claim(queryset) -> list[Subscription]:
@@ -431,8 +639,8 @@ def claim(queryset) -> list[Subscription]:
     SQLite writers take turns, so the check of `claimed_until` is enough."""
     now = timezone.now()
     with transaction.atomic():
-        claimed = list(queryset.filter(Q(claimed_until__isnull=True) | Q(claimed_until__lt=now))
-                       .order_by("pk").select_for_update(skip_locked=True)[:BATCH])
+        claimed = list(queryset.filter(unclaimed(now)).order_by("pk")
+                       .select_for_update(skip_locked=True)[:BATCH])
         Subscription.objects.filter(pk__in=[s.pk for s in claimed]).update(
             claimed_until=now + timedelta(seconds=claim_seconds()))
     return claimed
@@ -452,67 +660,85 @@ def _apply_verification(subscription: Subscription, confirmed: bool, feed: Feed 
     same_request = Subscription.objects.filter(pk=subscription.pk,
                                                intent_at=subscription.intent_at)
     active = subscription.is_active
+    cleared = {"intent": "", "intent_topic": "", "intent_secret": "",
+               "intent_lease_seconds": None, "claimed_until": None}
     if not confirmed:
         report.refused += 1
         if not active:  # nothing to keep: a failed renewal leaves the subscription be
             return same_request.delete()[0]
-        return same_request.update(intent="", intent_secret="", intent_lease_seconds=None,
-                                   claimed_until=None)
+        return same_request.update(**cleared)
     report.verified += 1
     if subscription.intent == Mode.UNSUBSCRIBE:
         return same_request.delete()[0]
-    changes = {"intent": "", "intent_secret": "", "intent_lease_seconds": None,
-               "claimed_until": None, "secret": subscription.intent_secret,
+    changes = {**cleared, "secret": subscription.intent_secret,
+               "named_topic": subscription.intent_topic,
                "expires_at": now + timedelta(seconds=subscription.intent_lease_seconds)}
     if not active:
         # A new subscriber is told of changes from now on: what there is now, it can read.
+        feed = Feed.objects.get(pk=feed.pk)  # as it is now, not when the round began
         content = current_content(feed, subscription.format)
-        changes.update(delivered_etag=content.etag if content else "", attempts=0,
+        version = Version.of(feed)
+        changes.update(delivered_modified=version.modified, delivered_seq=version.seq,
+                       delivered_sealed=version.sealed,
+                       delivered_etag=content.etag if content else "", attempts=0,
                        next_attempt_at=now, last_error="")
     return same_request.update(**changes)
 
 
 def record_deliveries(subscriptions: list[Subscription], answers: list[int | str],
-                      content: Content, report: RoundReport) -> None:
+                      content: Content, version: Version, report: RoundReport) -> None:
     """Store each delivery's outcome and release the claims."""
     now = timezone.now()
-    delivered, gone, failed = [], [], []
+    delivered, gone, failed, ended = [], [], [], []
     for subscription, answer in zip(subscriptions, answers, strict=True):
         if isinstance(answer, int) and 200 <= answer < 300:
             delivered.append(subscription.pk)
         elif answer == 410:  # the subscriber says the subscription is gone
             gone.append(subscription.pk)
+        elif failure(subscription, answer, now):
+            failed.append(subscription)
         else:
-            failed.append(failure(subscription, answer, content, now))
-    Subscription.objects.filter(pk__in=delivered).update(
-        delivered_etag=content.etag, delivered_at=now, attempts=0, last_error="",
-        next_attempt_at=now, claimed_until=None)
-    Subscription.objects.filter(pk__in=gone).delete()
+            ended.append(subscription)
+    mark_delivered(delivered, version, content.etag if content else "", now)
+    Subscription.objects.filter(pk__in=gone + [s.pk for s in ended]).delete()
     Subscription.objects.bulk_update(
-        failed, ["delivered_etag", "attempts", "next_attempt_at", "last_error",
-                 "claimed_until"])
+        failed, ["attempts", "next_attempt_at", "last_error", "claimed_until"])
     report.delivered += len(delivered)
-    report.failed += len(failed)
+    report.failed += len(failed) + len(ended)
+    report.ended += len(ended)
     for subscription in failed:
         logger.info("delivery to %s failed: %s", subscription.callback, subscription.last_error)
+    for subscription in ended:
+        logger.warning("delivery to %s failed %d times in a row (last: %s): subscription "
+                       "ended", subscription.callback, subscription.attempts,
+                       subscription.last_error)
 
 
-def failure(subscription: Subscription, answer: int | str, content: Content, now):
-    """The subscription after a failed delivery: retried later, twice as late each time,
-    and this content given up after FEEDPUB_WEBSUB_MAX_ATTEMPTS failures in a row."""
-    attempts = subscription.attempts + 1
-    error = f"HTTP {answer}" if isinstance(answer, int) else answer
+def mark_delivered(pks: list[int], version: Version, etag: str, now: datetime) -> None:
+    """Subscriptions now at `version` (sent its content, or it has nothing new to send)."""
+    Subscription.objects.filter(pk__in=pks).update(
+        delivered_modified=version.modified, delivered_seq=version.seq,
+        delivered_sealed=version.sealed, delivered_etag=etag, delivered_at=now, attempts=0,
+        last_error="", next_attempt_at=now, claimed_until=None)
+
+
+def failure(subscription: Subscription, answer: int | str, now: datetime) -> bool:
+    """Record a failed delivery on the subscription: retried later, with the newest
+    content, or (False) the subscription ends after FEEDPUB_WEBSUB_MAX_ATTEMPTS failures
+    in a row (the W3C editor's draft lets the hub end it: a callback gone for good would
+    otherwise be called until its lease ran out)."""
+    subscription.attempts += 1
+    subscription.last_error = (f"HTTP {answer}" if isinstance(answer, int) else answer)[:300]
     subscription.claimed_until = None
-    if attempts >= settings.FEEDPUB_WEBSUB_MAX_ATTEMPTS:
-        subscription.delivered_etag, subscription.attempts = content.etag, 0
-        subscription.next_attempt_at = now
-        subscription.last_error = f"gave up after {attempts} attempts: {error}"[:300]
-    else:
-        delay = settings.FEEDPUB_WEBSUB_RETRY_SECONDS * 2 ** (attempts - 1)
-        subscription.attempts = attempts
-        subscription.next_attempt_at = now + timedelta(seconds=delay)
-        subscription.last_error = error[:300]
-    return subscription
+    subscription.next_attempt_at = now + timedelta(seconds=retry_delay(subscription.attempts))
+    return subscription.attempts < settings.FEEDPUB_WEBSUB_MAX_ATTEMPTS
+
+
+def retry_delay(attempts: int) -> int:
+    """Seconds before the next attempt after `attempts` failures in a row: RETRY_SECONDS,
+    twice as long each time after, at most MAX_RETRY_DELAY."""
+    doublings = min(attempts - 1, 32)  # beyond that the cap holds anyway
+    return min(settings.FEEDPUB_WEBSUB_RETRY_SECONDS * 2 ** doublings, MAX_RETRY_DELAY)
 
 
 def expire_leases() -> int:
@@ -527,6 +753,9 @@ def expire_leases() -> int:
 class Wake:
     feeds: set[int] = field(default_factory=set)
     intents: bool = False
+
+
+FEED_PAYLOAD = re.compile(r"[0-9]{1,18}")  # a feed's primary key (bigint), nothing else
 
 
 class Listener:
@@ -556,9 +785,12 @@ class Listener:
                 self.connection = None
 
     def wait(self, timeout: float) -> Wake | None:
-        """What notifications arrived within `timeout` seconds (None: none, or the
-        connection is down; either way the caller polls when its interval is up)."""
+        """What notifications arrived within `timeout` seconds; None: none, or the
+        connection is down (then it sleeps out the timeout: the caller polls when its
+        interval is up, and tries to listen again after)."""
+        started = time.monotonic()
         if self.connection is None and not self.connect():
+            time.sleep(max(timeout, 0))
             return None
         wake = Wake()
         try:
@@ -568,10 +800,14 @@ class Listener:
                 for notify in notifies:
                     if notify.channel == INTENTS_CHANNEL:
                         wake.intents = True
-                    elif notify.payload.isdigit():
+                    elif FEED_PAYLOAD.fullmatch(notify.payload):
                         wake.feeds.add(int(notify.payload))
+                    else:
+                        logger.warning("ignoring a %s notification with payload %r",
+                                       notify.channel, notify.payload)
             return wake if wake.feeds or wake.intents else None
         except Exception as error:  # noqa: BLE001 - the connection died: poll until back
             logger.warning("LISTEN connection lost (polling instead): %s", error)
             self.close()
+            time.sleep(max(timeout - (time.monotonic() - started), 0))
             return None

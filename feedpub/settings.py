@@ -104,17 +104,25 @@ FEEDPUB_PAGE_CACHE_BYTES = envint("FEEDPUB_PAGE_CACHE_BYTES", str(64 * 1024 * 10
 # WebSub (W3C): feedpub is its own hub at /websub/ (archives/websub.py); the websub_worker
 # process verifies intents and delivers changes (README "WebSub").
 # Callback hosts the hub accepts, as ALLOWED_HOSTS patterns ("*" any, ".example.org" that
-# domain and its subdomains). A public hub fetches any URL it is given: name the hosts of
-# your subscribers, or block private networks in the worker's egress (README "WebSub").
+# domain and its subdomains).
 FEEDPUB_WEBSUB_CALLBACK_HOSTS = [
     h.strip() for h in (env("FEEDPUB_WEBSUB_CALLBACK_HOSTS", "*") or "").split(",") if h.strip()]
-# Leases (seconds): granted when hub.lease_seconds is absent, and the range accepted.
+# Whether callbacks at loopback, private, link-local, multicast or reserved addresses are
+# called (checked on each connection, after name resolution). Off: a public hub must not
+# be made to send requests into the network it runs in.
+FEEDPUB_WEBSUB_ALLOW_PRIVATE_CALLBACKS = envbool("FEEDPUB_WEBSUB_ALLOW_PRIVATE_CALLBACKS",
+                                                 "false")
+# Subscription requests allowed per client address (as FEEDPUB_API_ANON_RATE; "off": none).
+FEEDPUB_WEBSUB_RATE = envrate("FEEDPUB_WEBSUB_RATE", "60/minute")
+# Leases (seconds): granted when hub.lease_seconds is absent, and the range granted (a
+# lease asked for outside it is brought within).
 FEEDPUB_WEBSUB_LEASE_SECONDS = envint("FEEDPUB_WEBSUB_LEASE_SECONDS", str(10 * 24 * 3600))
 FEEDPUB_WEBSUB_MIN_LEASE_SECONDS = envint("FEEDPUB_WEBSUB_MIN_LEASE_SECONDS", "60")
 FEEDPUB_WEBSUB_MAX_LEASE_SECONDS = envint("FEEDPUB_WEBSUB_MAX_LEASE_SECONDS",
                                           str(365 * 24 * 3600))
-# A failed delivery is retried after RETRY_SECONDS, then twice as long each time; after
-# MAX_ATTEMPTS failures in a row that content is given up (10 s and 10 attempts: ~2.8 h).
+# A failed delivery is retried after RETRY_SECONDS, then twice as long each time (at most an
+# hour); after MAX_ATTEMPTS failures in a row the subscription is ended (10 s and 10
+# attempts: 9 waits, 10 s x (2^9 - 1) = 5,110 s, ~1.4 h). The worker refuses values below 1.
 FEEDPUB_WEBSUB_RETRY_SECONDS = envint("FEEDPUB_WEBSUB_RETRY_SECONDS", "10")
 FEEDPUB_WEBSUB_MAX_ATTEMPTS = envint("FEEDPUB_WEBSUB_MAX_ATTEMPTS", "10")
 # Seconds a callback has to answer a verification or a delivery.

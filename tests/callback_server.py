@@ -27,10 +27,14 @@ class Server(ThreadingHTTPServer):
 
 class CallbackServer:
     """`verify`: "echo" answers the challenge, "wrong" answers something else, "refuse"
-    answers 404. `statuses`: what deliveries are answered, in turn (the last repeats)."""
+    answers 404, "split" echoes it in two pieces a moment apart, "endless" echoes it and
+    then sends bytes until the hub hangs up. `statuses`: what deliveries are answered, in
+    turn (the last repeats); `endless_deliveries`: each with a body that never ends."""
 
-    def __init__(self, *, verify: str = "echo", statuses: list[int] | None = None):
+    def __init__(self, *, verify: str = "echo", statuses: list[int] | None = None,
+                 endless_deliveries: bool = False):
         self.verify, self.statuses = verify, list(statuses or [204])
+        self.endless_deliveries = endless_deliveries
         self.calls: list[Call] = []
         self.arrived = threading.Condition()
         server = self
@@ -59,19 +63,49 @@ class CallbackServer:
                 self.end_headers()
                 self.wfile.write(body)
 
+            def endless(self, status: int, start: bytes = b"") -> None:
+                """A body without a length that goes on until the client hangs up (or
+                for 20 s at most)."""
+                self.close_connection = True
+                self.send_response(status)
+                self.send_header("Connection", "close")
+                self.end_headers()
+                deadline = time.monotonic() + 20
+                try:
+                    self.wfile.write(start)
+                    while time.monotonic() < deadline:
+                        self.wfile.write(b"x" * 65536)
+                except OSError:
+                    pass
+
             def do_GET(self):  # noqa: N802 - http.server's name
                 call = self.record()
+                challenge = call.query.get("hub.challenge", "").encode()
                 if call.query.get("hub.mode") == "denied" or server.verify == "echo":
-                    self.answer(200, call.query.get("hub.challenge", "").encode())
+                    self.answer(200, challenge)
                 elif server.verify == "wrong":
                     self.answer(200, b"not the challenge")
+                elif server.verify == "split":
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(len(challenge)))
+                    self.end_headers()
+                    self.wfile.write(challenge[:5])
+                    self.wfile.flush()
+                    time.sleep(0.3)
+                    self.wfile.write(challenge[5:])
+                elif server.verify == "endless":
+                    self.endless(200, challenge)
                 else:
                     self.answer(404)
 
             def do_POST(self):  # noqa: N802
                 self.record()
                 deliveries = len(server.deliveries())
-                self.answer(server.statuses[min(deliveries, len(server.statuses)) - 1])
+                status = server.statuses[min(deliveries, len(server.statuses)) - 1]
+                if server.endless_deliveries:
+                    self.endless(status)
+                else:
+                    self.answer(status)
 
         self.httpd = Server(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"

@@ -59,6 +59,11 @@ def feedpub_app(environ, start_response):
         connections.close_all()
 
 
+@pytest.fixture(autouse=True)
+def _local_callbacks(settings):
+    settings.FEEDPUB_WEBSUB_ALLOW_PRIVATE_CALLBACKS = True  # the subscriber is local
+
+
 @pytest.fixture
 def feedpub_over_tls(settings, tmp_path, monkeypatch):
     ca = trustme.CA()
