@@ -35,6 +35,7 @@ DATABASE_URL = f"postgres://postgres@127.0.0.1:5432/{DB_NAME}"
 ENV = {**os.environ, "DATABASE_URL": DATABASE_URL, "DJANGO_SETTINGS_MODULE": "feedpub.settings",
        "DEBUG": "false", "SECRET_KEY": "bench-only-" + "x" * 40, "LOG_LEVEL": "WARNING",
        "FEEDPUB_BASE_URL": "http://127.0.0.1:8000",
+       "FEEDPUB_WEBSUB_ALLOW_PRIVATE_CALLBACKS": "true",  # the callbacks are local
        "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ.get('PATH', '')}"}
 WORKER_COMMAND = ["deploy/entrypoint.sh", "websub"]
 

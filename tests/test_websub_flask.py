@@ -136,3 +136,34 @@ def test_flask_websubs_subscriber_gets_each_change_with_a_valid_signature(
         assert told["error"] == []
     finally:
         worker.close()
+
+
+def test_flask_websub_discovers_the_linked_pages_topic_through_the_redirect(
+        feedpub_over_tls, flask_subscriber):
+    """requests follows /pages/latest's redirect, so flask-websub reads the newest page's
+    Link header: the hub, and the page as `self`. The hub takes that page as a name of the
+    entry point and delivers the newest page from then on."""
+    app, subscriber, told = flask_subscriber
+    feed = FeedFactory(slug="books", page_size=3)
+    publishing.put_record(feed=feed, key="k1", data=record_data(1))
+    page_one = f"{feedpub_over_tls.url}/feeds/books/pages/1"
+    worker = Worker()
+    try:
+        with app.app_context():
+            found = discover(f"{feedpub_over_tls.url}/feeds/books/pages/latest")
+            assert found == {"hub_url": f"{feedpub_over_tls.url}/websub/",
+                             "topic_url": page_one}
+            callback_id = subscriber.subscribe(**found, lease_seconds=3600)
+        assert worker.run_round().verified == 1
+        assert told["success"] == [(page_one, callback_id, "subscribe")]
+
+        for n in range(2, 5):  # page_size 3: the fourth entry starts page 2
+            publishing.put_record(feed=feed, key=f"k{n}", data=record_data(n))
+        assert worker.run_round().delivered == 1
+        ((heard_topic, heard_id, body),) = told["content"]  # its signature checked
+        assert (heard_topic, heard_id) == (page_one, callback_id)
+        assert body == requests.get(f"{feedpub_over_tls.url}/feeds/books/pages/2",
+                                    timeout=5).content
+        assert told["error"] == []
+    finally:
+        worker.close()
