@@ -463,9 +463,9 @@ class Worker:
             return self.run_round(wake.feeds, verify=wake.intents)
         except (OperationalError, InterfaceError) as error:
             logger.error("websub: database unavailable (%s); retrying", error)
+            close_old_connections()  # a lost connection is dropped, and made anew
         except Exception:  # noqa: BLE001 - a worker that exits delivers nothing at all
             logger.exception("websub: a round failed; the next one tries again")
-        close_old_connections()
         return None
 
     def _gather(self, calls, failed):

@@ -385,6 +385,7 @@ def test_without_listen_the_worker_polls_and_keeps_running(client, monkeypatch):
             callback.wait_for(1, method="GET")
             write(feed)
             assert len(callback.wait_for(1, timeout=10)) == 1  # found by polling
+            time.sleep(0.5)
             assert thread.is_alive()
             assert len(attempts) >= 2  # it keeps trying to listen, a poll apart
         finally:
