@@ -22,7 +22,7 @@ from django.db import IntegrityError, models, transaction
 from django.db.models import F, Value
 from django.db.models.functions import Greatest
 
-from . import atom, documents, fastsql, linkedpages
+from . import atom, documents, export, fastsql, linkedpages
 from .documents import ArchiveDocument, RssArchiveDocument
 from .models import ArchivePage, Feed
 
@@ -67,6 +67,11 @@ def seal_all(*, dry_run: bool = False,
             logger.info("feed %s was deleted while sealing", feed.slug)
         except Exception:
             logger.exception("sealing feed %s failed; the next pass tries again", feed.slug)
+    if not dry_run:
+        try:  # what this pass and earlier ones sealed, once settled (archives/export.py)
+            export.export_pending()
+        except Exception:  # the files are a copy: they must never stop sealing
+            logger.exception("exporting pages failed; the next pass tries again")
     return sealed
 
 
@@ -96,6 +101,7 @@ def seal_feed(
             _check_progress(feed)
             previous = None  # go on from where the other sealer left the feed
             continue
+        export.superseded(feed.slug, first - 1)  # committed: drop its open files
         sealed += [_sealed_page(feed, n) for n in range(first, last + 1)]
         previous = (last, bodies[-1])
         if on_sealed is not None:
