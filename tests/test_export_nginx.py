@@ -173,7 +173,7 @@ def test_a_page_gaining_its_next_link_is_served_final_from_its_new_file(served, 
 
 
 NUMBERS = [1, 2, 9, 10, 11, 19, 99, 100, 101, 109, 990, 999, 1000, 1009, 1299, 9999,
-           10000, 123456789, 2147483646, 2147483647]
+           10000, 123456789, 999999999, 1000000000, 1999999999, 2147483646, 2147483647]
 
 
 def test_nginx_spells_prev_and_next_archive_as_feedpub_does(served):
