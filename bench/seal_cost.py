@@ -60,6 +60,7 @@ def seal(entries: int, *, linked_pages: bool = True, rss_twins: bool = True,
     try:
         began = time.perf_counter()
         sealing.seal_feed(feed)
+        sealed = time.perf_counter()
         if export_pages:
             clock = documents.now  # as if a second had passed: the pages are settled
             documents.now = lambda: clock() + timedelta(seconds=5)
@@ -67,6 +68,7 @@ def seal(entries: int, *, linked_pages: bool = True, rss_twins: bool = True,
                 export.export_pending(slug=feed.slug, limit=None)
             finally:
                 documents.now = clock
+            EXPORT_SHARES.append((time.perf_counter() - sealed) / (sealed - began))
         return entries / (time.perf_counter() - began)
     finally:
         linkedpages.render_page, rss.render_archive, rss.add_next_archive = saved
@@ -108,6 +110,11 @@ def main() -> None:
               f"{mean[name] / mean['Atom and linked pages']:.2f} x Atom and linked pages")
 
 
+# Each export's time over the time of the sealing just before it, in the same run: less
+# at the mercy of a load that changes between runs than the runs' rates are.
+EXPORT_SHARES: list[float] = []
+
+
 def compare_export(entries: int) -> None:
     rates: dict[str, list[float]] = {}
     runs = [("sealing", False), ("sealing and export", True)]
@@ -120,6 +127,9 @@ def compare_export(entries: int) -> None:
     print(f"sealing alone: mean {mean['sealing']:,.0f} entries/s; with export: "
           f"{mean['sealing and export']:,.0f} entries/s; the export adds {cost:.1%} "
           "to sealing time")
+    shares = ", ".join(f"{share:.0%}" for share in EXPORT_SHARES)
+    print(f"each export's time / its sealing's time: {shares}; mean "
+          f"{sum(EXPORT_SHARES) / len(EXPORT_SHARES):.1%}")
 
 
 if __name__ == "__main__":
