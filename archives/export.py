@@ -42,7 +42,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from django.conf import settings
@@ -76,13 +76,13 @@ class AtomicFileSystemStorage(FileSystemStorage):
     Django's writes in place (or under another name when it exists). Files are readable by
     all (nginx runs as another user) and take the time `content.modified` gives."""
 
+    keeps_file_times = True  # verify compares them: they are nginx's Last-Modified
+
     def __init__(self, **options):
         options.setdefault("allow_overwrite", True)
         options.setdefault("file_permissions_mode", 0o644)
         options.setdefault("directory_permissions_mode", 0o755)
         super().__init__(**options)
-
-    keeps_file_times = True
 
     def put(self, name: str, content) -> None:
         """Write `name` whole, as it is named (Storage.save validates the name and looks
@@ -317,13 +317,12 @@ def _mark_exported(pages: list[SealedState]) -> None:
 
 @dataclass
 class Verified:
-    pages: int = 0
-    rewritten: list[str] = None  # names written again (missing or stale)
-    removed: list[str] = None  # superseded files found and removed
-    unsettled: int = 0  # too recent to export yet
+    """What `verify` found."""
 
-    def __post_init__(self):
-        self.rewritten, self.removed = self.rewritten or [], self.removed or []
+    pages: int = 0
+    rewritten: list[str] = field(default_factory=list)  # names written (missing or stale)
+    removed: list[str] = field(default_factory=list)  # superseded files found and removed
+    unsettled: int = 0  # pages too recent to export yet
 
 
 def verify(*, slug: str | None = None, dry_run: bool = False,
