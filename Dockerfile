@@ -24,7 +24,8 @@ COPY . .
 # Static files are collected into the image and served by whitenoise; the build needs a
 # throwaway key because settings refuse to load without one when DEBUG is off.
 RUN SECRET_KEY=collectstatic-only-not-a-secret python manage.py collectstatic --noinput \
-    && useradd --system --uid 10001 --home-dir /app feedpub
+    && useradd --system --uid 10001 --home-dir /app feedpub \
+    && install -d -o feedpub -m 755 /srv/feedpub/pages
 
 USER feedpub
 EXPOSE 8000

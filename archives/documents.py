@@ -98,8 +98,15 @@ class Document:
     def last_modified(self) -> int | None:
         """Last-Modified as seconds since the epoch: the first whole second at which the
         last change is certainly visible, or None before it (see the module docstring)."""
-        visible = int(self.modified().timestamp()) + 1 + settings.FEEDPUB_LAST_MODIFIED_SETTLE
+        visible = visible_second(self.modified())
         return visible if self.read_at.timestamp() >= visible else None
+
+    def gzip_etag(self) -> str:
+        return gzip_etag(self.etag())
+
+    def gzipped(self) -> bytes:
+        """The body gzip-encoded (the representation gzip_etag names)."""
+        return gzipped(self.etag(), self.body())
 
     def headers(self) -> dict[str, str]:
         """ETag, Cache-Control, Link and (once settled) Last-Modified. A final document's
@@ -114,6 +121,20 @@ class Document:
         if self.final:
             self.__dict__["_headers"] = headers
         return headers
+
+
+def visible_second(modified: datetime) -> int:
+    """The first whole second at which a change stamped `modified` is certainly visible:
+    a document's Last-Modified once it is reached, and an exported page's file time."""
+    return int(modified.timestamp()) + 1 + settings.FEEDPUB_LAST_MODIFIED_SETTLE
+
+
+def file_etag(second: int, length: int) -> str:
+    """The ETag nginx gives a file of `length` bytes modified at `second` (its
+    ngx_http_set_etag: hex mtime, hex size). Sealed pages carry it, from Django as from
+    their exported files (archives/export.py), so that either answers the other's
+    validators: see ArchiveDocument for why it is a strong validator there."""
+    return f'"{second:x}-{length:x}"'
 
 
 def inputs_etag(*inputs) -> str:
@@ -226,7 +247,19 @@ final_pages = PageCache(settings.FEEDPUB_PAGE_CACHE_BYTES)
 
 class ArchiveDocument(Document):
     """/feeds/<slug>/archives/<n>/: a sealed page, served from the bytes frozen when it
-    was sealed; the one change it may receive is its next-archive link."""
+    was sealed; the one change it may receive is its next-archive link.
+
+    Its ETag is the one nginx computes for its exported file (`file_etag`): the second of
+    its Last-Modified and its length, and for the gzip representation the length of the
+    gzip bytes. That is a strong validator here, though it names no hash of the bytes:
+    the bytes of one page change once at most, by gaining next-archive, which adds an
+    element (the length grows) and moves `modified` forward (never back), so its two
+    versions never share a (second, length) pair; gzip bytes are a function of the plain
+    bytes (one compression level, no timestamp: `gzipped`), and an Atom page always
+    compresses (its fixed head alone halves), so the gzip length is never the plain one.
+    The stored content hash (ArchivePage.etag) still keys the per-process gzip cache,
+    where pages of different feeds meet.
+    """
 
     # The feed's columns a page is rendered from, besides its entries: the sealer reads
     # them fresh before rendering.
@@ -236,7 +269,7 @@ class ArchiveDocument(Document):
                  modified: datetime, read_at: datetime):
         super().__init__(read_at=read_at)
         self.slug, self.number = slug, number
-        self._body, self._etag, self._modified = body, etag, modified
+        self._body, self._content_etag, self._modified = body, etag, modified
         self.final = has_next
 
     @classmethod
@@ -269,8 +302,22 @@ class ArchiveDocument(Document):
         body = atom.add_next_archive(body, atom.archive_url(slug, number + 1))
         return body, bytes_etag(body)
 
+    @cached_property
+    def _etag(self) -> str:
+        return file_etag(visible_second(self._modified), len(self._body))
+
     def etag(self) -> str:
         return self._etag
+
+    @cached_property
+    def _gzip_etag(self) -> str:
+        return file_etag(visible_second(self._modified), len(self.gzipped()))
+
+    def gzip_etag(self) -> str:
+        return self._gzip_etag
+
+    def gzipped(self) -> bytes:
+        return gzipped(self._content_etag, self._body)
 
     def modified(self) -> datetime:
         return self._modified
@@ -596,7 +643,8 @@ class RssArchiveDocument(Document):
     frozen with the page (ArchivePage.rss) and given its next-archive link with it. A page
     sealed before those were stored (migration 0007) is rendered from its entries, as the
     sealer's backfill will store it, and carries no Last-Modified (and is not final) until
-    then: its bytes are not frozen yet."""
+    then: its bytes are not frozen yet. Frozen bytes carry the exported file's ETag, as
+    the Atom page does (ArchiveDocument says why it is strong); unfrozen ones a hash."""
 
     content_type = rss.RSS_TYPE
 
@@ -606,7 +654,7 @@ class RssArchiveDocument(Document):
         self.slug, self.number, self.has_next = slug, number, has_next
         self._body, self._modified, self.frozen = body, modified, frozen
         self.final = has_next and frozen
-        self._etag = bytes_etag(body)
+        self._content_etag = bytes_etag(body)
 
     @classmethod
     def for_page(cls, slug: str, number: int) -> RssArchiveDocument:
@@ -642,8 +690,26 @@ class RssArchiveDocument(Document):
         """The twin's bytes once it has its next-archive link."""
         return rss.add_next_archive(body, rss.rss_archive_url(slug, number + 1))
 
+    @cached_property
+    def _etag(self) -> str:
+        if not self.frozen:
+            return self._content_etag
+        return file_etag(visible_second(self._modified), len(self._body))
+
     def etag(self) -> str:
         return self._etag
+
+    @cached_property
+    def _gzip_etag(self) -> str:
+        if not self.frozen:
+            return gzip_etag(self._content_etag)
+        return file_etag(visible_second(self._modified), len(self.gzipped()))
+
+    def gzip_etag(self) -> str:
+        return self._gzip_etag
+
+    def gzipped(self) -> bytes:
+        return gzipped(self._content_etag, self._body)
 
     def modified(self) -> datetime:
         return self._modified

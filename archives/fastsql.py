@@ -7,6 +7,8 @@
   snapshot pages).
 - `live_records`: the complete feed's records, a batch a query, without the ORM's
   per-row costs.
+- `page_bodies`: sealed pages' bodies for their export, in binary: 7 x faster than the
+  hex text in which bytea otherwise comes back (archives/export.py).
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from weakref import WeakKeyDictionary
 
+import psycopg
 from django.db import connection, connections, models
 
-from .models import Feed, Record
+from .models import ArchivePage, Feed, Record
 
 # Keyed by the connection (one per thread and alias), so each compiler and its converters
 # belong to the connection that runs them; entries go when the connection object does.
@@ -164,3 +167,24 @@ def _aware(moment: datetime | str) -> datetime:
     if isinstance(moment, str):  # a backend that does not convert declared types
         moment = datetime.fromisoformat(moment)
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+PAGE_BODY_COLUMNS = ("id", "body", "rss", "multipart")
+PAGE_BODIES_SQL = ("SELECT id, body, rss, multipart FROM archives_archivepage "
+                   "WHERE id = ANY(%s)")
+
+
+def page_bodies(ids: list[int]) -> dict[int, tuple[bytes, bytes | None, bytes | None]]:
+    """(body, rss, multipart) of the pages with these ids. On PostgreSQL in binary:
+    Django's cursors are client-side binding ones, which get bytea as hex text (~150 KB of
+    a page's three bodies as ~300 KB of hex, decoded in Python)."""
+    if not ids:
+        return {}
+    if connection.vendor != "postgresql":
+        rows = ArchivePage.objects.filter(pk__in=ids).values_list(*PAGE_BODY_COLUMNS)
+    else:
+        connection.ensure_connection()
+        with psycopg.Cursor(connection.connection) as cursor:
+            rows = cursor.execute(PAGE_BODIES_SQL, [ids], binary=True).fetchall()
+    return {pk: tuple(None if body is None else bytes(body) for body in bodies)
+            for pk, *bodies in rows}

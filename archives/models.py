@@ -228,6 +228,10 @@ class ArchivePage(models.Model):
     # given its next-archive link at the same moment. Null on pages sealed before it was
     # stored (migration 0007) until sealing.freeze_rss_pages backfills it.
     rss = models.BinaryField(null=True)
+    # The `modified` of the version written to the `feedpub_pages` storage (null: none
+    # yet); behind `modified` while the current version waits for its export
+    # (archives/export.py).
+    exported = models.DateTimeField(null=True)
 
     class Meta:
         ordering = ["feed", "number"]
@@ -245,6 +249,12 @@ class ArchivePage(models.Model):
             # Serves sealing.freeze_rss_pages: WHERE rss IS NULL (empty once done)
             models.Index(fields=["feed", "number"], condition=models.Q(rss__isnull=True),
                          name="page_without_rss"),
+            # Serves export.pending: WHERE (exported IS NULL OR exported < modified) AND
+            # modified < ? ORDER BY modified (empty once every page is exported)
+            models.Index(fields=["modified"],
+                         condition=models.Q(exported__isnull=True)
+                         | models.Q(exported__lt=models.F("modified")),
+                         name="page_not_exported"),
         ]
 
     def __str__(self) -> str:

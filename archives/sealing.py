@@ -22,7 +22,7 @@ from django.db import IntegrityError, models, transaction
 from django.db.models import F, Q, Value
 from django.db.models.functions import Greatest
 
-from . import atom, documents, fastsql, linkedpages
+from . import atom, documents, export, fastsql, linkedpages
 from .documents import ArchiveDocument, RssArchiveDocument
 from .models import NEEDS_SEALING, ArchivePage, Feed
 
@@ -52,8 +52,9 @@ def seal_all(*, dry_run: bool = False,
     logged and skipped, so that one feed never stops the sealing of the others.
 
     Only feeds with a full page to seal are read, through the partial index that holds
-    just those (models.NEEDS_SEALING): a pass that finds nothing to seal is one query of
-    an empty index, however many feeds there are."""
+    just those (models.NEEDS_SEALING): a pass that finds nothing to do is one query of an
+    empty index, however many feeds there are (and one more of the pages not exported yet,
+    another partial index, when pages are exported)."""
     global _backfilled
     if not dry_run and not _backfilled:
         _backfilled = _backfill()
@@ -65,6 +66,11 @@ def seal_all(*, dry_run: bool = False,
             logger.info("feed %s was deleted while sealing", feed.slug)
         except Exception:
             logger.exception("sealing feed %s failed; the next pass tries again", feed.slug)
+    if not dry_run:
+        try:  # what this pass and earlier ones sealed, once settled (archives/export.py)
+            export.export_pending()
+        except Exception:  # the files are a copy: they must never stop sealing
+            logger.exception("exporting pages failed; the next pass tries again")
     return sealed
 
 
@@ -112,6 +118,7 @@ def seal_feed(
             _check_progress(feed)
             previous = None  # go on from where the other sealer left the feed
             continue
+        export.superseded(feed.slug, first - 1)  # committed: drop its open files
         sealed += [_sealed_page(feed, n) for n in range(first, last + 1)]
         previous = (last, bodies[-1])
         if on_sealed is not None:

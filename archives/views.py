@@ -294,10 +294,9 @@ def serve(request: HttpRequest, document: Document) -> HttpResponse:
     gzip-encoded for clients that accept it. HEAD renders nothing it can avoid."""
     headers = dict(document.headers())  # a final document's are shared: add to a copy
     headers["Vary"] = "Accept-Encoding"
-    plain_etag = headers["ETag"]
     compress = accepts_gzip(request)
     if compress:
-        headers["ETag"] = documents.gzip_etag(plain_etag)
+        headers["ETag"] = document.gzip_etag()
     last_modified = document.last_modified() if document.honours_if_modified_since else None
     response = get_conditional_response(
         request, etag=headers["ETag"], last_modified=last_modified)
@@ -321,7 +320,7 @@ def serve(request: HttpRequest, document: Document) -> HttpResponse:
                                      content_type=document.content_type, headers=headers)
     body = document.body()
     if compress:
-        body = documents.gzipped(plain_etag, body)
+        body = document.gzipped()
     headers["Content-Length"] = str(len(body))
     return HttpResponse(b"" if request.method == "HEAD" else body,
                         content_type=document.content_type, headers=headers)

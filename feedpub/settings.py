@@ -132,6 +132,29 @@ FEEDPUB_WEBSUB_CONCURRENCY = envint("FEEDPUB_WEBSUB_CONCURRENCY", "200")
 # How often the worker looks at the database without being woken: on SQLite always, on
 # PostgreSQL as the fallback of LISTEN (a missed notification waits at most this long).
 FEEDPUB_WEBSUB_POLL_SECONDS = envint("FEEDPUB_WEBSUB_POLL_SECONDS", "5")
+# Exported pages (archives/export.py, README "Exported pages"): sealed archive pages
+# written as files for nginx, a CDN or an S3 website endpoint to serve without Django.
+# The `feedpub_pages` storage: a local directory (FEEDPUB_PAGES_DIR) by default, or any
+# S3-compatible bucket when FEEDPUB_PAGES_BUCKET is set (credentials as boto3 reads them:
+# AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, or an instance role).
+FEEDPUB_EXPORT_PAGES = envbool("FEEDPUB_EXPORT_PAGES", "true")
+FEEDPUB_PAGES_DIR = Path(env("FEEDPUB_PAGES_DIR", str(BASE_DIR / "var" / "pages")))
+FEEDPUB_PAGES_BUCKET = env("FEEDPUB_PAGES_BUCKET", "")
+if FEEDPUB_PAGES_BUCKET:
+    FEEDPUB_PAGES_STORAGE = {
+        "BACKEND": "archives.export.PagesS3Storage",
+        "OPTIONS": {
+            "bucket_name": FEEDPUB_PAGES_BUCKET,
+            "location": env("FEEDPUB_PAGES_PREFIX", "") or "",
+            "endpoint_url": env("FEEDPUB_PAGES_ENDPOINT_URL") or None,  # MinIO, R2, moto...
+            "region_name": env("FEEDPUB_PAGES_REGION") or None,
+        },
+    }
+else:
+    FEEDPUB_PAGES_STORAGE = {
+        "BACKEND": "archives.export.AtomicFileSystemStorage",
+        "OPTIONS": {"location": FEEDPUB_PAGES_DIR},
+    }
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -259,6 +282,14 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
+
+STORAGES = {
+    # Django's defaults, which a STORAGES setting replaces...
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    # ...and where sealed pages are exported (see FEEDPUB_PAGES_STORAGE above).
+    "feedpub_pages": FEEDPUB_PAGES_STORAGE,
+}
 
 LOGGING = {
     "version": 1,

@@ -48,6 +48,17 @@ def _empty_page_cache():
         cache.clear()
 
 
+@pytest.fixture(autouse=True)
+def pages_dir(settings, tmp_path_factory):
+    """Each test exports sealed pages (archives/export.py) to a directory of its own, never
+    to the checkout's var/pages."""
+    directory = tmp_path_factory.mktemp("pages")
+    settings.STORAGES = {**settings.STORAGES, "feedpub_pages": {
+        "BACKEND": "archives.export.AtomicFileSystemStorage",
+        "OPTIONS": {"location": directory}}}
+    return directory
+
+
 @pytest.fixture
 def settled(monkeypatch):
     """Documents read as if a minute had passed since their last change, so that they

@@ -24,7 +24,8 @@ from .external import require
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = ROOT / "deploy" / "nginx" / "feedpub.conf.template"
-VARIABLES = ("NGINX_PORT", "FEEDPUB_UPSTREAM", "NGINX_CACHE_DIR", "NGINX_CACHE_SIZE")
+VARIABLES = ("NGINX_PORT", "FEEDPUB_UPSTREAM", "NGINX_CACHE_DIR", "NGINX_CACHE_SIZE",
+             "FEEDPUB_PAGES_DIR", "FEEDPUB_BASE_URL", "FEEDPUB_MAX_AGE")
 
 
 
@@ -104,6 +105,9 @@ class Nginx:
     edit: object = None  # a function applied to the rendered template (tests of options)
     port: int = field(default_factory=free_port)
     listen: str | None = None  # NGINX_PORT, if not 127.0.0.1:port
+    pages_dir: Path | None = None  # FEEDPUB_PAGES_DIR (default: an empty one)
+    base_url: str | None = None  # FEEDPUB_BASE_URL (default: nginx's own URL)
+    max_age: int = 60  # FEEDPUB_MAX_AGE
     process: subprocess.Popen | None = None
 
     @property
@@ -118,6 +122,9 @@ class Nginx:
             "FEEDPUB_UPSTREAM": self.upstream,
             "NGINX_CACHE_DIR": str(self.workdir / "cache"),
             "NGINX_CACHE_SIZE": "64m",
+            "FEEDPUB_PAGES_DIR": str(self.pages_dir or self.workdir / "pages"),
+            "FEEDPUB_BASE_URL": self.base_url or self.url,
+            "FEEDPUB_MAX_AGE": str(self.max_age),
         })
         if self.edit is not None:
             text = self.edit(text)

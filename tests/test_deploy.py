@@ -111,7 +111,8 @@ def test_nginx_caches_documents_and_passes_the_rest_through():
 def test_nginx_serves_an_expired_copy_only_when_feedpub_fails():
     text = re.sub(r"#.*", "", TEMPLATE.read_text())
     stale = re.findall(r"proxy_cache_use_stale ([^;]*);", text)
-    assert stale == ["error timeout http_500 http_502 http_503 http_504"]
+    # (/feeds/, and archive pages without an exported file)
+    assert stale == ["error timeout http_500 http_502 http_503 http_504"] * 2
     assert "proxy_cache_background_update" not in text
 
 
@@ -137,7 +138,9 @@ def test_the_renderer_does_what_envsubst_does():
     if shutil.which("envsubst") is None:
         pytest.skip("needs envsubst (gettext-base)")
     values = {"NGINX_PORT": "80", "FEEDPUB_UPSTREAM": "web:8000",
-              "NGINX_CACHE_DIR": "/var/cache/nginx/feedpub", "NGINX_CACHE_SIZE": "2g"}
+              "NGINX_CACHE_DIR": "/var/cache/nginx/feedpub", "NGINX_CACHE_SIZE": "2g",
+              "FEEDPUB_PAGES_DIR": "/srv/feedpub/pages", "FEEDPUB_BASE_URL": "https://x.test",
+              "FEEDPUB_MAX_AGE": "60"}
     shell_format = " ".join(f"${{{name}}}" for name in values)
     real = subprocess.run(["envsubst", shell_format], input=TEMPLATE.read_text(),  # noqa: S603, S607
                           env={**os.environ, **values}, capture_output=True, text=True,

@@ -8,13 +8,15 @@ from django.test.utils import CaptureQueriesContext
 
 from archives import publishing
 from archives.fastsql import (
+    PAGE_BODIES_SQL,
     copy_sql,
     existing_records,
     feed_by_slug,
     live_records,
+    page_bodies,
 )
 from archives.formats import record_atom_id
-from archives.models import Entry, Feed, Record
+from archives.models import ArchivePage, Entry, Feed, Record
 
 from .factories import FeedFactory, record_data
 
@@ -102,3 +104,20 @@ def test_live_records_reads_by_key_in_batches_what_the_orm_reads(db):
     assert "(deleted_at IS NULL OR updated > " in queries[1]["sql"]
     assert "AND key > " in queries[1]["sql"]
     assert queries[1]["sql"].endswith("ORDER BY key LIMIT 2")
+
+
+def test_page_bodies_reads_the_bodies_the_orm_reads(sealed_feed):
+    pages = ArchivePage.objects.filter(feed=sealed_feed)
+    ids = list(pages.values_list("pk", flat=True))
+    fast = page_bodies(ids)
+    for page in pages:
+        assert fast[page.pk] == (bytes(page.body), bytes(page.rss), bytes(page.multipart))
+    assert page_bodies([]) == {}
+    ArchivePage.objects.filter(pk=ids[0]).update(rss=None)
+    assert page_bodies(ids[:1])[ids[0]][1] is None
+
+
+def test_page_bodies_sql_names_the_page_table():
+    assert ArchivePage._meta.db_table == "archives_archivepage"
+    assert PAGE_BODIES_SQL == ("SELECT id, body, rss, multipart FROM archives_archivepage "
+                               "WHERE id = ANY(%s)")

@@ -30,7 +30,12 @@ def test_a_document_is_the_same_bytes_gzipped(client, sealed_feed, url):
     assert compressed["Content-Encoding"] == "gzip"
     assert gzip.decompress(compressed.content) == plain.content
     assert int(compressed["Content-Length"]) == len(compressed.content)
-    assert compressed["ETag"] == plain["ETag"][:-1] + '-gzip"'
+    if "/archives/" in url:  # sealed pages carry their exported files' ETags (nginx's)
+        second, length = compressed["ETag"].strip('"').split("-")
+        assert compressed["ETag"] == f'"{second}-{len(compressed.content):x}"'
+        assert plain["ETag"] == f'"{second}-{len(plain.content):x}"'
+    else:
+        assert compressed["ETag"] == plain["ETag"][:-1] + '-gzip"'
     for response in (plain, compressed):
         assert "Accept-Encoding" in response["Vary"]
         assert response["Content-Type"] == plain["Content-Type"]

@@ -172,7 +172,9 @@ def test_documents_are_cached_gzipped_and_plain_and_revalidate_in_either(deploye
     assert gzip.decompress(zipped.body) == plain.body
     assert (zipped.header("X-Cache-Status"), plain.header("X-Cache-Status")) == ("HIT", "HIT")
     assert "Accept-Encoding" in zipped.header("Vary")
-    assert zipped.header("ETag") == plain.header("ETag")[:-1] + '-gzip"'  # feedpub's own
+    # feedpub's own: each its file's (archives/export.py), the second and each length
+    assert zipped.header("ETag").split("-")[0] == plain.header("ETag").split("-")[0]
+    assert zipped.header("ETag") != plain.header("ETag")
     for headers in ({"Accept-Encoding": "gzip", "If-None-Match": zipped.header("ETag")},
                     {"If-None-Match": plain.header("ETag")}):
         again = deployed.request(PAGE_1, headers)

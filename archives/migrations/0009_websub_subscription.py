@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('archives', '0007_archivepage_rss'),
+        ('archives', '0008_archivepage_exported'),
     ]
 
     operations = [

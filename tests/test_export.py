@@ -1,0 +1,190 @@
+"""Sealed pages exported as files (archives/export.py) to the local `feedpub_pages` storage:
+which files, their bytes and times, when they are written and replaced, what a crash
+leaves, and `export_pages [--verify]`."""
+
+from __future__ import annotations
+
+import gzip
+import os
+from datetime import timedelta
+from io import StringIO
+
+import pytest
+from django.core.files.base import ContentFile
+from django.core.management import CommandError, call_command
+
+from archives import documents, export, publishing
+from archives.models import ArchivePage, Feed
+from archives.sealing import seal_all, seal_feed
+
+from .factories import FeedFactory, record_data
+
+PAGE_1 = "feeds/books/archives/1/"
+PAGE_2 = "feeds/books/archives/2/"
+
+
+def add(feed: Feed, count: int) -> None:
+    feed.refresh_from_db()
+    for n in range(feed.last_seq, feed.last_seq + count):
+        publishing.put_record(feed=feed, key=f"x{n}", data=record_data(n))
+    seal_feed(Feed.objects.get(pk=feed.pk))
+
+
+def files(directory) -> set[str]:
+    return {str(path.relative_to(directory)) for path in directory.rglob("*") if path.is_file()}
+
+
+def test_nothing_is_exported_before_a_page_is_settled(sealed_feed, pages_dir):
+    assert export.export_pending() == 0
+    assert files(pages_dir) == set()
+
+
+def test_a_sealed_page_is_exported_with_its_twins_and_gzip(sealed_feed, pages_dir, settled,
+                                                           client):
+    assert export.export_pending() == 2
+    assert files(pages_dir) == {
+        PAGE_1 + "index.xml", PAGE_1 + "index.xml.gz",
+        PAGE_1 + "rss/index.xml", PAGE_1 + "rss/index.xml.gz",
+        "feeds/books/pages/1",  # linked pages: final ones only
+        PAGE_2 + "open.xml", PAGE_2 + "open.xml.gz",
+        PAGE_2 + "rss/open.xml", PAGE_2 + "rss/open.xml.gz",
+    }
+    for number, name in ((1, "index.xml"), (2, "open.xml")):
+        page = ArchivePage.objects.get(feed=sealed_feed, number=number)
+        directory = pages_dir / f"feeds/books/archives/{number}"
+        atom, rss = directory / name, directory / "rss" / name
+        assert atom.read_bytes() == bytes(page.body)
+        assert rss.read_bytes() == bytes(page.rss)
+        assert gzip.decompress((directory / (name + ".gz")).read_bytes()) == bytes(page.body)
+        second = documents.visible_second(page.modified)
+        assert {int(os.stat(path).st_mtime) for path in (atom, rss)} == {second}
+        # What Django sends for the URL names the same file.
+        response = client.get(f"/feeds/books/archives/{number}/")
+        assert response["ETag"] == f'"{second:x}-{atom.stat().st_size:x}"'
+        zipped = client.get(f"/feeds/books/archives/{number}/", HTTP_ACCEPT_ENCODING="gzip")
+        assert zipped.content == (directory / (name + ".gz")).read_bytes()
+        assert zipped["ETag"] == f'"{second:x}-{len(zipped.content):x}"'
+    assert (pages_dir / "feeds/books/pages/1").read_bytes() == bytes(
+        ArchivePage.objects.get(feed=sealed_feed, number=1).multipart)
+    assert export.export_pending() == 0  # recorded: nothing left to do
+
+
+def test_the_final_version_replaces_the_open_one(sealed_feed, pages_dir, settled):
+    export.export_pending()
+    add(sealed_feed, 2)  # page 3 sealed: page 2 gains next-archive
+    # Removed as the seal commits, so that readers go to Django meanwhile.
+    assert not (pages_dir / PAGE_2 / "open.xml").exists()
+    assert not (pages_dir / PAGE_2 / "rss/open.xml.gz").exists()
+    assert export.export_pending() == 2  # page 2, final; page 3, open
+    assert (pages_dir / PAGE_2 / "index.xml").read_bytes() == bytes(
+        ArchivePage.objects.get(feed=sealed_feed, number=2).body)
+    assert not any(name.startswith(PAGE_2) and "open" in name for name in files(pages_dir))
+    assert (pages_dir / "feeds/books/archives/3/open.xml").exists()
+
+
+def test_a_sealer_that_fails_to_export_loses_nothing(sealed_feed, pages_dir, settled,
+                                                     monkeypatch):
+    def broken(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(export.AtomicFileSystemStorage, "_save", broken)
+    monkeypatch.setattr(export.AtomicFileSystemStorage, "delete", broken)
+    add(sealed_feed, 2)  # sealing goes on whatever the storage does
+    seal_all()
+    assert ArchivePage.objects.filter(feed=sealed_feed).count() == 3
+    assert files(pages_dir) == set()
+    monkeypatch.undo()  # (and `settled`'s clock: put it back)
+    monkeypatch.setattr(documents, "now", lambda: documents.change_stamp()
+                        + timedelta(minutes=1))
+    seal_all()  # the next pass
+    assert PAGE_2 + "index.xml" in files(pages_dir)
+    assert not ArchivePage.objects.filter(exported__isnull=True).exists()
+
+
+def test_a_page_changed_while_exporting_stays_pending(sealed_feed, pages_dir, settled,
+                                                      monkeypatch):
+    write = export.write
+
+    def sealed_meanwhile(page, into=None):
+        write(page, into)
+        if page.number == 2:
+            add(sealed_feed, 2)
+
+    monkeypatch.setattr(export, "write", sealed_meanwhile)
+    export.export_pending()
+    assert ArchivePage.objects.get(feed=sealed_feed, number=1).exported is not None
+    assert ArchivePage.objects.get(feed=sealed_feed, number=2).exported is None
+    monkeypatch.setattr(export, "write", write)
+    assert export.export_pending() >= 1
+    assert (pages_dir / PAGE_2 / "index.xml").exists()
+
+
+def test_a_write_replaces_a_file_whole_or_not_at_all(pages_dir):
+    storage = export.storage()
+    storage.save("a/b.xml", ContentFile(b"old"))
+
+    class Interrupted(ContentFile):
+        def chunks(self, chunk_size=None):
+            yield b"half of the new"
+            raise OSError("killed")
+
+    with pytest.raises(OSError, match="killed"):
+        storage.save("a/b.xml", Interrupted(b""))
+    assert (pages_dir / "a/b.xml").read_bytes() == b"old"
+    storage.save("a/b.xml", ContentFile(b"new"))
+    assert (pages_dir / "a/b.xml").read_bytes() == b"new"
+    assert files(pages_dir) == {"a/b.xml"}  # no temporary file left, no renamed copy
+    assert (pages_dir / "a/b.xml").stat().st_mode & 0o777 == 0o644
+
+
+def test_export_pages_writes_what_is_pending(sealed_feed, pages_dir, settled):
+    out = StringIO()
+    call_command("export_pages", "--dry-run", stdout=out)
+    assert out.getvalue() == "2 pages to export\n"
+    call_command("export_pages", stdout=out)
+    assert "exported 2 pages" in out.getvalue()
+    assert len(files(pages_dir)) == 9
+
+
+def test_export_pages_verify_repairs_missing_and_stale_files(sealed_feed, pages_dir, settled):
+    other = FeedFactory(slug="other", page_size=2)
+    add(other, 4)
+    export.export_pending()
+    (pages_dir / PAGE_1 / "index.xml").unlink()
+    (pages_dir / PAGE_1 / "rss/index.xml.gz").write_bytes(b"not what the database says")
+    os.utime(pages_dir / PAGE_2 / "open.xml", (1, 1))  # a time nginx would send wrongly
+    (pages_dir / PAGE_1 / "open.xml").write_bytes(b"superseded")
+    (pages_dir / "feeds/other/archives/1/index.xml").unlink()
+    before = files(pages_dir)
+
+    out = StringIO()
+    call_command("export_pages", "--verify", "--feed", "books", "--dry-run", stdout=out)
+    assert files(pages_dir) == before
+    call_command("export_pages", "--verify", "--feed", "books", stdout=out)
+    report = out.getvalue()
+    for name in (PAGE_1 + "index.xml", PAGE_1 + "rss/index.xml.gz", PAGE_2 + "open.xml"):
+        assert f"wrote {name} (missing or stale)" in report
+    assert f"removed {PAGE_1}open.xml (superseded)" in report
+    assert "2 pages verified: 3 files written, 1 superseded" in report
+    page_1 = ArchivePage.objects.get(feed=sealed_feed, number=1)
+    assert (pages_dir / PAGE_1 / "index.xml").read_bytes() == bytes(page_1.body)
+    assert int((pages_dir / PAGE_2 / "open.xml").stat().st_mtime) == documents.visible_second(
+        ArchivePage.objects.get(feed=sealed_feed, number=2).modified)
+    assert not (pages_dir / "feeds/other/archives/1/index.xml").exists()  # --feed books
+
+    out = StringIO()
+    call_command("export_pages", "--verify", stdout=out)
+    assert "4 pages verified: 1 files written, 0 superseded" in out.getvalue()
+
+
+def test_nothing_is_exported_when_export_is_off(sealed_feed, pages_dir, settled, settings):
+    settings.FEEDPUB_EXPORT_PAGES = False
+    seal_all()
+    assert files(pages_dir) == set()
+    with pytest.raises(CommandError, match="FEEDPUB_EXPORT_PAGES is off"):
+        call_command("export_pages")
+
+
+def test_export_pages_names_an_unknown_feed(db):
+    with pytest.raises(CommandError, match="No feed 'nope'"):
+        call_command("export_pages", "--feed", "nope")
