@@ -78,6 +78,7 @@ ENV = {
 os.environ.update(ENV)
 sys.path.insert(0, str(ROOT))
 
+from bench.data import record  # noqa: E402
 
 # Results ------------------------------------------------------------------------------
 
@@ -151,19 +152,6 @@ def fresh_database() -> None:
     admin = ["psql", "-h", "127.0.0.1", "-U", "postgres", "-d", "postgres", "-qc"]
     sh(*admin, f'DROP DATABASE IF EXISTS "{DB_NAME}"')
     sh(*admin, f'CREATE DATABASE "{DB_NAME}"')
-
-
-def record(i: int) -> dict:
-    """A realistic small metadata record (about what a catalogue entry carries)."""
-    return {
-        "title": f"Dataset {i}: observations of station {i % 977}",
-        "summary": f"Hourly observations from station {i % 977}, quality controlled; "
-                   f"release {i % 13}.",
-        "metadata": {"id": i, "station": i % 977, "licence": "CC-BY-4.0",
-                     "keywords": ["weather", "hourly", f"region-{i % 31}"]},
-        "links": [{"href": f"https://data.example.org/datasets/{i}.csv", "rel": "enclosure",
-                   "type": "text/csv", "title": "data"}],
-    }
 
 
 def ingest(slug: str, entries: int) -> float:
