@@ -8,6 +8,8 @@
 - `reserve_ids`: ids for rows that others point to (new records), so those go by COPY too.
 - `live_records`: the complete feed's records, a batch a query, without the ORM's
   per-row costs.
+- `entry_rows`: a range of a feed's entries, for every document that shows them (sealing
+  reads each entry once), without the ORM's per-row costs.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from weakref import WeakKeyDictionary
 
 from django.db import connection, connections, models
 
-from .models import Feed, Record
+from .models import Entry, Feed, Record
 
 # Keyed by the connection (one per thread and alias), so each compiler and its converters
 # belong to the connection that runs them; entries go when the connection object does.
@@ -174,6 +176,52 @@ def live_records(feed: Feed, cut_updated: datetime, *, after_key: str | None,
                 for pk, key, title, summary, links, updated in rows]
     return [(pk, key, title, summary, loads(links) if isinstance(links, str) else links,
              _aware(updated)) for pk, key, title, summary, links, updated in rows]
+
+
+def entry_rows_sql(*, last: bool, newest_first: bool) -> str:
+    entries = connection.ops.quote_name(Entry._meta.db_table)
+    records = connection.ops.quote_name(Record._meta.db_table)
+    upto = "AND e.seq <= %s " if last else ""
+    return (f"SELECT e.seq, e.kind, e.updated, e.title, e.summary, e.links, r.key, "  # noqa: S608
+            f"e.metadata, r.created FROM {entries} e JOIN {records} r ON r.id = e.record_id "
+            f"WHERE e.feed_id = %s AND e.seq >= %s {upto}"
+            f"ORDER BY e.seq{' DESC' if newest_first else ''}")
+
+
+def entry_rows(feed: Feed, first_seq: int, last_seq: int | None, *,
+               newest_first: bool) -> list[tuple]:
+    """The feed's entries first_seq..last_seq (the (feed, seq) index), each as (seq, kind,
+    updated, title, summary, links, record key, metadata, record created): the columns of
+    atom.EntryRow, JSON decoded and timestamps aware.
+
+    What the ORM's values_list read, at a third of the cost a row: sealing reads every
+    entry once, and through the ORM reading a page cost as much as rendering all three of
+    its formats. On PostgreSQL the timestamps come from psycopg's own loader, as in
+    `live_records`.
+    """
+    params = [feed.pk, first_seq] + ([] if last_seq is None else [last_seq])
+    postgresql = connection.vendor == "postgresql"
+    with connection.cursor() as cursor:
+        if postgresql:
+            from psycopg.types.datetime import TimestamptzLoader
+
+            cursor.cursor.adapters.register_loader("timestamptz", TimestamptzLoader)
+        cursor.execute(entry_rows_sql(last=last_seq is not None, newest_first=newest_first),
+                       params)
+        rows = cursor.fetchall()
+    loads = json.loads
+    if postgresql:
+        return [(seq, kind, updated, title, summary, loads(links), key,
+                 None if metadata is None else loads(metadata), created)
+                for seq, kind, updated, title, summary, links, key, metadata, created in rows]
+    return [(seq, kind, _aware(updated), title, summary, _json(links), key, _json(metadata),
+             _aware(created))
+            for seq, kind, updated, title, summary, links, key, metadata, created in rows]
+
+
+def _json(value):
+    """A JSON column as SQLite gives it: text to decode, or NULL."""
+    return json.loads(value) if isinstance(value, str) else value
 
 
 def _aware(moment: datetime | str) -> datetime:

@@ -102,3 +102,34 @@ def test_live_records_reads_by_key_in_batches_what_the_orm_reads(db):
     assert "(deleted_at IS NULL OR updated > " in queries[1]["sql"]
     assert "AND key > " in queries[1]["sql"]
     assert queries[1]["sql"].endswith("ORDER BY key LIMIT 2")
+
+
+def test_entry_rows_reads_by_seq_what_the_orm_reads(db):
+    from archives import atom
+
+    feed = FeedFactory(slug="books")
+    publishing.put_record(feed=feed, key="a", data=record_data(1, metadata={"x": ["ü", 1]}))
+    publishing.put_record(feed=feed, key="b", data=record_data(2, links=[]))
+    publishing.put_record(feed=feed, key="a", data=record_data(1, title="Again"))
+    publishing.delete_record(feed=feed, key="b")
+    Entry.objects.filter(feed=feed, seq=1).update(metadata=None)  # written before 0005
+    publishing.put_record(feed=FeedFactory(slug="films"), key="a", data=record_data(3))
+    orm = [atom.EntryRow._make(row) for row in Entry.objects.filter(feed=feed, seq__gte=2)
+           .order_by("seq").values_list(*atom.ENTRY_ROW_COLUMNS)]
+
+    with CaptureQueriesContext(connection) as queries:
+        rows = atom.entry_rows(feed, 2)
+        ranged = atom.entry_rows(feed, 1, 3, newest_first=True)
+    assert rows == orm
+    assert [row.seq for row in ranged] == [3, 2, 1]
+    assert ranged[2].metadata is None and ranged[1].metadata == orm[0].metadata
+    assert all(row.updated.tzinfo is not None and row.created.tzinfo is not None
+               for row in rows + ranged)
+    assert len(queries) == 2
+    assert queries[0]["sql"].startswith("SELECT e.seq, e.kind, e.updated, e.title, e.summary, "
+                                        "e.links, r.key, e.metadata, r.created FROM")
+    assert "WHERE e.feed_id = " in queries[0]["sql"]
+    assert "AND e.seq <= " not in queries[0]["sql"]
+    assert queries[0]["sql"].endswith("ORDER BY e.seq")
+    assert "AND e.seq <= " in queries[1]["sql"]
+    assert queries[1]["sql"].endswith("ORDER BY e.seq DESC")
