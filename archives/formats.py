@@ -10,8 +10,10 @@ from email.utils import formatdate
 from functools import lru_cache
 
 
+@lru_cache(maxsize=4096)
 def rfc3339(moment: datetime) -> str:
-    """The one timestamp format of documents and API: RFC 3339, UTC, with microseconds."""
+    """The one timestamp format of documents and API: RFC 3339, UTC, with microseconds.
+    Cached: sealing writes an entry's `updated` in two of the formats it freezes."""
     return moment.astimezone(UTC).isoformat(timespec="microseconds").removesuffix("+00:00") + "Z"
 
 
