@@ -40,6 +40,12 @@ KEY_RE = re.compile(r"[A-Za-z0-9._~-]+")
 XML_ILLEGAL_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 # What str.isspace() calls whitespace (re's \s on str patterns is the same test).
 WHITESPACE_RE = re.compile(r"\s")
+# An http(s) URL whose host is plain ASCII letters, digits, dots and dashes (with a port,
+# maybe): urlsplit finds its scheme and a non-empty netloc and cannot raise, so it is an
+# absolute URI by the rule below, decided without urlsplit (a batch checks a thousand).
+# tests/test_publishing.py holds the two to the same answers.
+PLAIN_HTTP_URL_RE = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]*)?([/?#].*)?",
+                               re.IGNORECASE | re.ASCII | re.DOTALL)
 # RFC 6838 type/subtype (restricted-name), optionally followed by parameters.
 MEDIA_TYPE_RE = re.compile(
     r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}"
@@ -270,6 +276,8 @@ def _link(index: int, item: Any) -> Link:
 def _is_absolute_uri(text: str) -> bool:
     if len(text) > MAX_HREF_LENGTH or xml_problem(text) or WHITESPACE_RE.search(text):
         return False
+    if PLAIN_HTTP_URL_RE.fullmatch(text):
+        return True  # what urlsplit would say, at a tenth of its cost: see the pattern
     try:
         parts = urlsplit(text)
     except ValueError:

@@ -122,7 +122,8 @@ def test_entry_rows_reads_by_seq_what_the_orm_reads(db):
         ranged = atom.entry_rows(feed, 1, 3, newest_first=True)
     assert rows == orm
     assert [row.seq for row in ranged] == [3, 2, 1]
-    assert ranged[2].metadata is None and ranged[1].metadata == orm[0].metadata
+    assert ranged[2].metadata is None
+    assert ranged[1].metadata == orm[0].metadata
     assert all(row.updated.tzinfo is not None and row.created.tzinfo is not None
                for row in rows + ranged)
     assert len(queries) == 2

@@ -308,3 +308,32 @@ def test_sealing_after_commit_can_be_switched_off(feed, settings,
         for n in range(4):
             publishing.put_record(feed=feed, key=f"k{n}", data=record_data(n))
     assert Feed.objects.get(pk=feed.pk).sealed_pages == 0
+
+
+@pytest.mark.parametrize("href", [
+    "https://example.org", "http://example.org/", "HTTPS://Example.ORG:8443/a?b=1#c",
+    "https://a-b.c/x y", "https://a.b/\x00", "https:///path", "https://", "http:example.org",
+    "https://[::1]/x", "https://[::1/x", "https://exa]mple.org/", "https://üñí.example/",
+    "https://user:pw@example.org/", "https://example.org:port/", "https://e.org/\u2028",
+    "https://e.org/" + "x" * 2000, "ftp://example.org/", "urn:isbn:0451450523", "urn:",
+    "tag:example.org,2024:x", "https://e.org?q", "https://e.org#f", "https://e..org/ü?ä=1",
+    "https://e.org\\x", " https://e.org/", "https://e.org/\t",
+])
+def test_the_plain_url_shortcut_gives_urlsplits_answer(href):
+    from urllib.parse import urlsplit
+
+    from archives import validation
+
+    def by_urlsplit(text):
+        if (len(text) > validation.MAX_HREF_LENGTH or validation.xml_problem(text)
+                or any(c.isspace() for c in text)):
+            return False
+        try:
+            parts = urlsplit(text)
+        except ValueError:
+            return False
+        if parts.scheme.lower() in {"http", "https"}:
+            return bool(parts.netloc)
+        return parts.scheme.lower() in {"urn", "tag"} and bool(parts.path)
+
+    assert validation._is_absolute_uri(href) == by_urlsplit(href)
