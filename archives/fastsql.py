@@ -6,6 +6,8 @@
 - `copy_rows`, `insert`: COPY for rows nothing points back to (entries, sealed pages,
   snapshot pages).
 - `reserve_ids`: ids for rows that others point to (new records), so those go by COPY too.
+- `update_rows`: many rows' new values in one UPDATE ... FROM (VALUES ...) (changed
+  records).
 - `live_records`: the complete feed's records, a batch a query, without the ORM's
   per-row costs.
 - `entry_rows`: a range of a feed's entries, for every document that shows them (sealing
@@ -104,6 +106,31 @@ def reserve_ids(model: type[models.Model], count: int) -> list[int]:
                        "FROM generate_series(1, %s)",
                        [model._meta.db_table, model._meta.pk.column, count])
         return [pk for pk, in cursor.fetchall()]
+
+
+def update_rows(model: type[models.Model], columns: Sequence[str],
+                rows: Sequence[Sequence]) -> None:
+    """Set `columns` of many rows in one statement (PostgreSQL): each row is its primary key
+    then its values in the order of `columns`, each cast to its column's type.
+
+    Django's bulk_update builds a CASE of one WHEN per row for every column, and compiling
+    those cost ~2 ms a row: a batch of 1,000 changed records took 1.5 s of Python, ten
+    times a batch of new ones. A VALUES list is plain parameters.
+    """
+    if not rows:
+        return
+    quote = connection.ops.quote_name
+    fields = [model._meta.pk, *(model._meta.get_field(column) for column in columns)]
+    # varchar(80) -> varchar: a cast needs no length
+    row = "(" + ", ".join(f"%s::{field.db_type(connection).split('(')[0]}"
+                          for field in fields) + ")"
+    names = [quote(field.column) for field in fields]
+    sql = (f"UPDATE {quote(model._meta.db_table)} AS t SET "  # noqa: S608
+           + ", ".join(f"{name} = v.{name}" for name in names[1:])
+           + f" FROM (VALUES {', '.join([row] * len(rows))}) AS v ({', '.join(names)})"
+           + f" WHERE t.{names[0]} = v.{names[0]}")
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [value for values in rows for value in values])
 
 
 def can_copy() -> bool:

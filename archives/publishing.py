@@ -239,9 +239,7 @@ class _Changes:
         # encoded once for both tables.
         as_json = _JsonOnce()
         _insert_records(new, as_json)
-        Record.objects.bulk_update(
-            old, ["title", "summary", "metadata", "links", "updated", "deleted_at"]
-        )
+        _update_records(old, as_json)
         _insert_entries(self.entries, as_json)
 
 
@@ -283,6 +281,22 @@ def _insert_records(records: list[Record], as_json: _JsonOnce) -> None:
          record.deleted_at)
         for record in records
     ))
+
+
+CHANGED_RECORD_COLUMNS = ("title", "summary", "metadata", "links", "updated", "deleted_at")
+
+
+def _update_records(records: list[Record], as_json: _JsonOnce) -> None:
+    """Store the new state of changed records: on PostgreSQL in one UPDATE from a VALUES
+    list (see archives/fastsql.py)."""
+    if not fastsql.can_copy():
+        Record.objects.bulk_update(records, CHANGED_RECORD_COLUMNS)
+        return
+    fastsql.update_rows(Record, CHANGED_RECORD_COLUMNS, [
+        (record.pk, record.title, record.summary, as_json(record.metadata),
+         as_json(record.links), record.updated, record.deleted_at)
+        for record in records
+    ])
 
 
 ENTRY_COLUMNS = ("feed_id", "seq", "record_id", "kind", "updated", "title", "summary", "links",

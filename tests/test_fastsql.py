@@ -134,3 +134,27 @@ def test_entry_rows_reads_by_seq_what_the_orm_reads(db):
     assert queries[0]["sql"].endswith("ORDER BY e.seq")
     assert "AND e.seq <= " in queries[1]["sql"]
     assert queries[1]["sql"].endswith("ORDER BY e.seq DESC")
+
+
+@pytest.mark.postgres  # UPDATE ... FROM (VALUES ...) with casts; elsewhere bulk_update
+def test_update_rows_sets_many_rows_in_one_statement_from_a_values_list(db):
+    from archives.fastsql import update_rows
+
+    feed = FeedFactory(slug="books")
+    for key in ("a", "b", "c"):
+        publishing.put_record(feed=feed, key=key, data=record_data(1))
+    ids = dict(Record.objects.filter(feed=feed).values_list("key", "pk"))
+    with CaptureQueriesContext(connection) as queries:
+        update_rows(Record, ("title", "metadata"), [(ids["a"], "A ' quote", '{"x": [1]}'),
+                                                     (ids["c"], "C", "{}")])
+    assert len(queries) == 1
+    sql = queries[0]["sql"]
+    assert sql.startswith('UPDATE "archives_record" AS t SET "title" = v."title", '
+                          '"metadata" = v."metadata" FROM (VALUES (')
+    assert "::bigint, " in sql
+    assert "::varchar, " in sql
+    assert "::jsonb)" in sql
+    assert sql.endswith(') AS v ("id", "title", "metadata") WHERE t."id" = v."id"')
+    assert dict(Record.objects.filter(feed=feed).values_list("key", "title")) == \
+        {"a": "A ' quote", "b": "Record 1", "c": "C"}
+    assert Record.objects.get(pk=ids["a"]).metadata == {"x": [1]}

@@ -163,6 +163,33 @@ def test_a_batch_stores_records_and_entries_as_they_were_put(feed):
     assert entry.record.pk == stored["b"].pk
 
 
+def test_a_batch_stores_the_new_state_of_records_it_changes(feed):
+    tricky = {"quote": 'say "hi"', "backslash": "C:\\path", "lines": "a\tb\nc\r",
+              "unicode": "Ünïcödé ✓ 𝄞"}
+    for key in ("a", "b", "c"):
+        publishing.put_record(feed=feed, key=key, data=record_data(1))
+    before = {record.key: record for record in Record.objects.filter(feed=feed)}
+
+    results = publishing.apply_batch(feed=feed, operations=[
+        {"op": "put", "key": "a", "record": record_data(1, title="New & <title>", summary="",
+                                                        metadata=tricky, links=[])},
+        {"op": "delete", "key": "b"},
+        {"op": "put", "key": "c", "record": record_data(1)},  # identical: unchanged
+    ])
+
+    after = {record.key: record for record in Record.objects.filter(feed=feed)}
+    assert [r and r.kind for r in results] == ["update", "delete", None]
+    assert (after["a"].title, after["a"].summary, after["a"].metadata, after["a"].links) == \
+        ("New & <title>", "", tricky, [])
+    assert after["a"].updated == results[0].updated
+    assert after["a"].created == before["a"].created
+    assert after["a"].deleted_at is None
+    assert after["b"].deleted_at == after["b"].updated == results[1].updated
+    assert after["b"].metadata == before["b"].metadata
+    assert after["b"].title == before["b"].title
+    assert after["c"].updated == before["c"].updated
+
+
 def test_records_and_entries_are_built_in_their_models_field_order():
     # publishing builds them by position (Django's fast path): a field added or moved
     # must be added or moved there too.
