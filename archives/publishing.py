@@ -243,6 +243,10 @@ class _Changes:
         _insert_entries(self.entries, as_json)
 
 
+# json.dumps(value, ensure_ascii=False), its encoder made once (json.dumps makes one a call).
+_encode_json = json.JSONEncoder(ensure_ascii=False).encode
+
+
 class _JsonOnce:
     """JSON text of values, each object encoded once however often it is asked for (what
     COPY's text format takes for a jsonb column). Keeps the objects it has seen, so that an
@@ -256,7 +260,7 @@ class _JsonOnce:
             return None
         known = self._seen.get(id(value))
         if known is None:
-            known = self._seen[id(value)] = (value, json.dumps(value, ensure_ascii=False))
+            known = self._seen[id(value)] = (value, _encode_json(value))
         return known[1]
 
 

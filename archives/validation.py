@@ -190,7 +190,7 @@ def _metadata(value: Any) -> dict[str, Any]:
     if depth > MAX_METADATA_DEPTH:
         raise ValidationError(f"At most {MAX_METADATA_DEPTH} levels of nested objects and lists.")
     try:
-        encoded = json.dumps(value, ensure_ascii=False, allow_nan=False)
+        encoded = _encode_strict_json(value)
     except (TypeError, ValueError) as error:  # e.g. 1e999 parses to inf: not JSON
         raise ValidationError(f"Must be plain JSON: {error}.") from None
     # json.dumps escapes control characters, so check the strings themselves: all at once
@@ -204,6 +204,10 @@ def _metadata(value: Any) -> dict[str, Any]:
     if len(encoded.encode("utf-8", "surrogatepass")) > MAX_METADATA_BYTES:
         raise ValidationError(f"At most {MAX_METADATA_BYTES} bytes of JSON.")
     return value
+
+
+# json.dumps(value, ensure_ascii=False, allow_nan=False), its encoder made once.
+_encode_strict_json = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
 
 
 def _walk(value: Any) -> tuple[int, list[str]]:
