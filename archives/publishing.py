@@ -110,15 +110,18 @@ def apply_batch(*, feed: Feed, operations: Sequence[Mapping[str, Any]]) -> list[
     return _write(feed, parsed, invalid=invalid)
 
 
+OPERATION_FIELDS = {"put": frozenset({"op", "key", "record"}), "delete": frozenset({"op", "key"})}
+
+
 def parse_operation(raw: Any) -> Operation:
     if not isinstance(raw, Mapping):
         raise ValidationError({"op": ["An operation is an object with op and key."]})
     op = raw.get("op")
-    allowed = {"put": {"op", "key", "record"}, "delete": {"op", "key"}}
-    if not isinstance(op, str) or op not in allowed:
+    allowed = OPERATION_FIELDS.get(op) if isinstance(op, str) else None
+    if allowed is None:
         raise ValidationError({"op": ["Must be 'put' or 'delete'."]})
-    unknown = sorted(set(raw) - allowed[op])
-    if unknown:
+    if not allowed.issuperset(raw):
+        unknown = sorted(set(raw) - allowed)
         raise ValidationError({name: [f"Unknown field for a {op}."] for name in unknown})
     key = clean_key(raw.get("key"))
     if op == "delete":
@@ -172,6 +175,7 @@ class _Changes:
         self.records: dict[str, Record] = {}
         self.entries: list[Entry] = []
         self.missing: dict[int, dict[str, list[str]]] = {}  # deletes of unknown keys
+        self.as_json = _JsonOnce()
 
     def apply(
         self, operations: dict[int, Operation], *, if_match: str | None
@@ -206,6 +210,8 @@ class _Changes:
             kind = Entry.Kind.UPDATE
         record.title, record.summary = data.title, data.summary
         record.metadata, record.links = data.metadata, data.link_dicts()
+        if data.metadata_json:  # validation encoded it already
+            self.as_json.seed(data.metadata, data.metadata_json)
         return self._append(record, kind, data.title, data.summary, record.links,
                             data.metadata)
 
@@ -235,12 +241,11 @@ class _Changes:
         touched = {entry.record.key: entry.record for entry in self.entries}.values()
         new = [record for record in touched if record.pk is None]
         old = [record for record in touched if record.pk is not None]
-        # A batch's new records and its entries carry the same metadata and links objects:
+        # A batch's records and its entries carry the same metadata and links objects:
         # encoded once for both tables.
-        as_json = _JsonOnce()
-        _insert_records(new, as_json)
-        _update_records(old, as_json)
-        _insert_entries(self.entries, as_json)
+        _insert_records(new, self.as_json)
+        _update_records(old, self.as_json)
+        _insert_entries(self.entries, self.as_json)
 
 
 # json.dumps(value, ensure_ascii=False), its encoder made once (json.dumps makes one a call).
@@ -254,6 +259,10 @@ class _JsonOnce:
 
     def __init__(self):
         self._seen: dict[int, tuple[Any, str]] = {}
+
+    def seed(self, value: Any, text: str) -> None:
+        """Take `text` as the JSON of `value` (validation's encoding of it)."""
+        self._seen.setdefault(id(value), (value, text))
 
     def __call__(self, value: Any) -> str | None:
         if value is None:

@@ -97,6 +97,8 @@ class RecordData:
     summary: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
     links: tuple[Link, ...] = ()
+    # The metadata as JSON text, when validation encoded it: the write path stores it.
+    metadata_json: str = field(default="", compare=False, repr=False)
 
     def link_dicts(self) -> list[dict[str, str]]:
         return [link.as_dict() for link in self.links]
@@ -139,6 +141,8 @@ def clean_record(data: Any) -> RecordData:
             errors[name] = error.messages
     if errors:
         raise ValidationError(errors)
+    if "metadata" in cleaned:
+        cleaned["metadata"], cleaned["metadata_json"] = cleaned["metadata"]
     return RecordData(**cleaned)
 
 
@@ -183,7 +187,8 @@ def _text(value: Any, max_length: int, *, required: bool = False) -> str:
     return value
 
 
-def _metadata(value: Any) -> dict[str, Any]:
+def _metadata(value: Any) -> tuple[dict[str, Any], str]:
+    """The metadata and its JSON text (ensure_ascii off), or ValidationError."""
     if not isinstance(value, dict):
         raise ValidationError("Must be a JSON object.")
     depth, strings = _walk(value)
@@ -203,7 +208,7 @@ def _metadata(value: Any) -> dict[str, Any]:
                 raise ValidationError(f"{problem} (in {text[:40]!r})")
     if len(encoded.encode("utf-8", "surrogatepass")) > MAX_METADATA_BYTES:
         raise ValidationError(f"At most {MAX_METADATA_BYTES} bytes of JSON.")
-    return value
+    return value, encoded
 
 
 # json.dumps(value, ensure_ascii=False, allow_nan=False), its encoder made once.
