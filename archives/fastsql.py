@@ -5,10 +5,15 @@
 - `existing_records`: one index probe per key, whatever the planner's statistics.
 - `copy_rows`, `insert`: COPY for rows nothing points back to (entries, sealed pages,
   snapshot pages).
+- `reserve_ids`: ids for rows that others point to (new records), so those go by COPY too.
+- `update_rows`: many rows' new values in one UPDATE ... FROM (VALUES ...) (changed
+  records).
 - `live_records`: the complete feed's records, a batch a query, without the ORM's
   per-row costs.
 - `page_bodies`: sealed pages' bodies for their export, in binary: 7 x faster than the
   hex text in which bytea otherwise comes back (archives/export.py).
+- `entry_rows`: a range of a feed's entries, for every document that shows them (sealing
+  reads each entry once), without the ORM's per-row costs.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from weakref import WeakKeyDictionary
 import psycopg
 from django.db import connection, connections, models
 
-from .models import ArchivePage, Feed, Record
+from .models import ArchivePage, Entry, Feed, Record
 
 # Keyed by the connection (one per thread and alias), so each compiler and its converters
 # belong to the connection that runs them; entries go when the connection object does.
@@ -89,6 +94,46 @@ def insert(model: type[models.Model], objects: Sequence[models.Model],
              for column in columns]  # varchar(80) -> varchar: what COPY needs to know
     copy_rows(model, columns, ([getattr(row, column) for column in columns] for row in objects),
               binary_types=types)
+
+
+def reserve_ids(model: type[models.Model], count: int) -> list[int]:
+    """`count` new ids from the sequence of model's primary key, in one query (PostgreSQL).
+
+    For rows that other rows point to, inserted by COPY (which returns no ids): a batch's
+    new records, whose entries need their ids. Django 5.2's bulk_create, which returns
+    them, inserts through UNNEST of arrays that psycopg quotes in pure Python: for a batch
+    of 1,000 records it cost more than all the rest of the batch.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT nextval(pg_get_serial_sequence(%s, %s)) "
+                       "FROM generate_series(1, %s)",
+                       [model._meta.db_table, model._meta.pk.column, count])
+        return [pk for pk, in cursor.fetchall()]
+
+
+def update_rows(model: type[models.Model], columns: Sequence[str],
+                rows: Sequence[Sequence]) -> None:
+    """Set `columns` of many rows in one statement (PostgreSQL): each row is its primary key
+    then its values in the order of `columns`, each cast to its column's type.
+
+    Django's bulk_update builds a CASE of one WHEN per row for every column, and compiling
+    those cost ~2 ms a row: a batch of 1,000 changed records took 1.5 s of Python, ten
+    times a batch of new ones. A VALUES list is plain parameters.
+    """
+    if not rows:
+        return
+    quote = connection.ops.quote_name
+    fields = [model._meta.pk, *(model._meta.get_field(column) for column in columns)]
+    # varchar(80) -> varchar: a cast needs no length
+    row = "(" + ", ".join(f"%s::{field.db_type(connection).split('(')[0]}"
+                          for field in fields) + ")"
+    names = [quote(field.column) for field in fields]
+    sql = (f"UPDATE {quote(model._meta.db_table)} AS t SET "  # noqa: S608
+           + ", ".join(f"{name} = v.{name}" for name in names[1:])
+           + f" FROM (VALUES {', '.join([row] * len(rows))}) AS v ({', '.join(names)})"
+           + f" WHERE t.{names[0]} = v.{names[0]}")
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [value for values in rows for value in values])
 
 
 def can_copy() -> bool:
@@ -161,6 +206,52 @@ def live_records(feed: Feed, cut_updated: datetime, *, after_key: str | None,
                 for pk, key, title, summary, links, updated in rows]
     return [(pk, key, title, summary, loads(links) if isinstance(links, str) else links,
              _aware(updated)) for pk, key, title, summary, links, updated in rows]
+
+
+def entry_rows_sql(*, last: bool, newest_first: bool) -> str:
+    entries = connection.ops.quote_name(Entry._meta.db_table)
+    records = connection.ops.quote_name(Record._meta.db_table)
+    upto = "AND e.seq <= %s " if last else ""
+    return (f"SELECT e.seq, e.kind, e.updated, e.title, e.summary, e.links, r.key, "  # noqa: S608
+            f"e.metadata, r.created FROM {entries} e JOIN {records} r ON r.id = e.record_id "
+            f"WHERE e.feed_id = %s AND e.seq >= %s {upto}"
+            f"ORDER BY e.seq{' DESC' if newest_first else ''}")
+
+
+def entry_rows(feed: Feed, first_seq: int, last_seq: int | None, *,
+               newest_first: bool) -> list[tuple]:
+    """The feed's entries first_seq..last_seq (the (feed, seq) index), each as (seq, kind,
+    updated, title, summary, links, record key, metadata, record created): the columns of
+    atom.EntryRow, JSON decoded and timestamps aware.
+
+    What the ORM's values_list read, at a third of the cost a row: sealing reads every
+    entry once, and through the ORM reading a page cost as much as rendering all three of
+    its formats. On PostgreSQL the timestamps come from psycopg's own loader, as in
+    `live_records`.
+    """
+    params = [feed.pk, first_seq] + ([] if last_seq is None else [last_seq])
+    postgresql = connection.vendor == "postgresql"
+    with connection.cursor() as cursor:
+        if postgresql:
+            from psycopg.types.datetime import TimestamptzLoader
+
+            cursor.cursor.adapters.register_loader("timestamptz", TimestamptzLoader)
+        cursor.execute(entry_rows_sql(last=last_seq is not None, newest_first=newest_first),
+                       params)
+        rows = cursor.fetchall()
+    loads = json.loads
+    if postgresql:
+        return [(seq, kind, updated, title, summary, loads(links), key,
+                 None if metadata is None else loads(metadata), created)
+                for seq, kind, updated, title, summary, links, key, metadata, created in rows]
+    return [(seq, kind, _aware(updated), title, summary, _json(links), key, _json(metadata),
+             _aware(created))
+            for seq, kind, updated, title, summary, links, key, metadata, created in rows]
+
+
+def _json(value):
+    """A JSON column as SQLite gives it: text to decode, or NULL."""
+    return json.loads(value) if isinstance(value, str) else value
 
 
 def _aware(moment: datetime | str) -> datetime:

@@ -16,10 +16,8 @@ from datetime import datetime
 from email.utils import parsedate_to_datetime
 from urllib.parse import quote
 
-from django.utils.http import http_date
-
 from .atom import EntryRow, hub_url, url
-from .formats import record_json
+from .formats import http_date, record_json
 from .models import Entry, Feed
 
 MULTIPART = "multipart/mixed"
@@ -33,26 +31,31 @@ def content_id(feed: Feed, seq: int) -> str:
 
 def entity(feed: Feed, row: EntryRow, record_base: str) -> bytes:
     """One entry as a body part: its headers, a blank line, and for a PUT the record as it
-    was at that entry, in the API's JSON shape (a DELETE has no body)."""
+    was at that entry, in the API's JSON shape (a DELETE has no body).
+
+    Sealing renders one for every entry: the headers are one string (Content-ID,
+    Operation-Type, Last-Modified, Content-Location, for a PUT Content-Type, then
+    Content-Length), the JSON encoder is made once.
+    """
     location = record_base + quote(row.key, safe="")
-    headers = [
-        ("Content-ID", content_id(feed, row.seq)),
-        ("Operation-Type", "http-equiv=DELETE" if row.kind == Entry.Kind.DELETE
-         else "http-equiv=PUT"),
-        ("Last-Modified", http_date(row.updated.timestamp())),
-        ("Content-Location", location),
-    ]
-    body = b""
-    if row.kind != Entry.Kind.DELETE:
-        record = record_json(feed_uuid=feed.uuid, key=row.key, title=row.title,
-                             summary=row.summary, metadata=row.metadata, links=row.links,
-                             created=row.created, updated=row.updated, deleted=False,
-                             url=location)
-        body = json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode()
-        headers.append(("Content-Type", "application/json"))
-    headers.append(("Content-Length", str(len(body))))
-    head = b"".join(f"{name}: {value}".encode() + CRLF for name, value in headers)
-    return head + CRLF + body
+    head = (f"Content-ID: {content_id(feed, row.seq)}\r\n"
+            f"Operation-Type: http-equiv={'DELETE' if row.kind == DELETE else 'PUT'}\r\n"
+            f"Last-Modified: {http_date(row.updated)}\r\n"
+            f"Content-Location: {location}\r\n")
+    if row.kind == DELETE:
+        return f"{head}Content-Length: 0\r\n\r\n".encode()
+    record = record_json(feed_uuid=feed.uuid, key=row.key, title=row.title,
+                         summary=row.summary, metadata=row.metadata, links=row.links,
+                         created=row.created, updated=row.updated, deleted=False,
+                         url=location)
+    body = _as_json(record).encode()
+    return f"{head}Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n" \
+        .encode() + body
+
+
+DELETE = Entry.Kind.DELETE
+# json.dumps(value, ensure_ascii=False, separators=(",", ":")), its encoder made once.
+_as_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 def record_base(feed: Feed) -> str:

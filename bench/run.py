@@ -79,6 +79,7 @@ ENV = {
 os.environ.update(ENV)
 sys.path.insert(0, str(ROOT))
 
+from bench.data import record  # noqa: E402
 
 # Results ------------------------------------------------------------------------------
 
@@ -167,19 +168,6 @@ def wait_for_export(seconds: float = 900) -> tuple[int, float]:
             raise RuntimeError(f"the sealer has not exported every page in {seconds} s")
         time.sleep(0.5)
     return ArchivePage.objects.count(), time.perf_counter() - began
-
-
-def record(i: int) -> dict:
-    """A realistic small metadata record (about what a catalogue entry carries)."""
-    return {
-        "title": f"Dataset {i}: observations of station {i % 977}",
-        "summary": f"Hourly observations from station {i % 977}, quality controlled; "
-                   f"release {i % 13}.",
-        "metadata": {"id": i, "station": i % 977, "licence": "CC-BY-4.0",
-                     "keywords": ["weather", "hourly", f"region-{i % 31}"]},
-        "links": [{"href": f"https://data.example.org/datasets/{i}.csv", "rel": "enclosure",
-                   "type": "text/csv", "title": "data"}],
-    }
 
 
 def ingest(slug: str, entries: int) -> float:

@@ -121,3 +121,59 @@ def test_page_bodies_sql_names_the_page_table():
     assert ArchivePage._meta.db_table == "archives_archivepage"
     assert PAGE_BODIES_SQL == ("SELECT id, body, rss, multipart FROM archives_archivepage "
                                "WHERE id = ANY(%s)")
+
+
+def test_entry_rows_reads_by_seq_what_the_orm_reads(db):
+    from archives import atom
+
+    feed = FeedFactory(slug="books")
+    publishing.put_record(feed=feed, key="a", data=record_data(1, metadata={"x": ["ü", 1]}))
+    publishing.put_record(feed=feed, key="b", data=record_data(2, links=[]))
+    publishing.put_record(feed=feed, key="a", data=record_data(1, title="Again"))
+    publishing.delete_record(feed=feed, key="b")
+    Entry.objects.filter(feed=feed, seq=1).update(metadata=None)  # written before 0005
+    publishing.put_record(feed=FeedFactory(slug="films"), key="a", data=record_data(3))
+    orm = [atom.EntryRow._make(row) for row in Entry.objects.filter(feed=feed, seq__gte=2)
+           .order_by("seq").values_list(*atom.ENTRY_ROW_COLUMNS)]
+
+    with CaptureQueriesContext(connection) as queries:
+        rows = atom.entry_rows(feed, 2)
+        ranged = atom.entry_rows(feed, 1, 3, newest_first=True)
+    assert rows == orm
+    assert [row.seq for row in ranged] == [3, 2, 1]
+    assert ranged[2].metadata is None
+    assert ranged[1].metadata == orm[0].metadata
+    assert all(row.updated.tzinfo is not None and row.created.tzinfo is not None
+               for row in rows + ranged)
+    assert len(queries) == 2
+    assert queries[0]["sql"].startswith("SELECT e.seq, e.kind, e.updated, e.title, e.summary, "
+                                        "e.links, r.key, e.metadata, r.created FROM")
+    assert "WHERE e.feed_id = " in queries[0]["sql"]
+    assert "AND e.seq <= " not in queries[0]["sql"]
+    assert queries[0]["sql"].endswith("ORDER BY e.seq")
+    assert "AND e.seq <= " in queries[1]["sql"]
+    assert queries[1]["sql"].endswith("ORDER BY e.seq DESC")
+
+
+@pytest.mark.postgres  # UPDATE ... FROM (VALUES ...) with casts; elsewhere bulk_update
+def test_update_rows_sets_many_rows_in_one_statement_from_a_values_list(db):
+    from archives.fastsql import update_rows
+
+    feed = FeedFactory(slug="books")
+    for key in ("a", "b", "c"):
+        publishing.put_record(feed=feed, key=key, data=record_data(1))
+    ids = dict(Record.objects.filter(feed=feed).values_list("key", "pk"))
+    with CaptureQueriesContext(connection) as queries:
+        update_rows(Record, ("title", "metadata"), [(ids["a"], "A ' quote", '{"x": [1]}'),
+                                                     (ids["c"], "C", "{}")])
+    assert len(queries) == 1
+    sql = queries[0]["sql"]
+    assert sql.startswith('UPDATE "archives_record" AS t SET "title" = v."title", '
+                          '"metadata" = v."metadata" FROM (VALUES (')
+    assert "::bigint, " in sql
+    assert "::varchar, " in sql
+    assert "::jsonb)" in sql
+    assert sql.endswith(') AS v ("id", "title", "metadata") WHERE t."id" = v."id"')
+    assert dict(Record.objects.filter(feed=feed).values_list("key", "title")) == \
+        {"a": "A ' quote", "b": "Record 1", "c": "C"}
+    assert Record.objects.get(pk=ids["a"]).metadata == {"x": [1]}

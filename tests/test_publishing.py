@@ -127,6 +127,78 @@ def test_a_batch_applies_its_operations_in_order(feed):
     assert Record.objects.get(key="a").is_deleted
 
 
+def test_a_batch_stores_records_and_entries_as_they_were_put(feed):
+    # New records and their entries go in by COPY, their JSON encoded once for both tables:
+    # what is read back must be what was put, escapes and all.
+    tricky = {"quote": 'say "hi"', "backslash": "C:\\path\\n", "tab\tkey": "a\tb\nc\r",
+              "unicode": "Ünïcödé ✓ 𝄞", "nested": [{"deep": [1, 2.5, None, True]}], "empty": {}}
+    links = [{"href": "https://e.org/x?a=1&b=2", "rel": "related", "type": "text/html",
+              "title": "Tab\there"}]
+    results = publishing.apply_batch(feed=feed, operations=[
+        {"op": "put", "key": "a", "record": record_data(1, metadata=tricky, links=links)},
+        {"op": "put", "key": "b", "record": record_data(2, summary="")},
+        {"op": "put", "key": "a", "record": record_data(1, title="Again", metadata=tricky,
+                                                        links=links)},
+    ])
+
+    stored = {record.key: record for record in Record.objects.filter(feed=feed)}
+    assert [entry.record.pk for entry in results] == [stored["a"].pk, stored["b"].pk,
+                                                       stored["a"].pk]
+    assert stored["a"].metadata == tricky
+    assert stored["a"].links == [{**links[0]}]
+    assert stored["a"].title == "Again"
+    assert stored["a"].created == results[0].updated
+    assert stored["a"].updated == results[2].updated
+    assert stored["b"].summary == ""
+    logged = entries(feed)
+    assert [(e.seq, e.record_id, e.kind) for e in logged] == [
+        (1, stored["a"].pk, "create"), (2, stored["b"].pk, "create"),
+        (3, stored["a"].pk, "update")]
+    assert logged[0].metadata == tricky
+    assert logged[0].links == logged[2].links == [{**links[0]}]
+    assert logged[1].metadata == record_data(2)["metadata"]
+    # The records are saved rows: a later write finds and updates them.
+    entry = publishing.put_record(feed=feed, key="b", data=record_data(2, title="Later"))
+    assert entry.kind == "update"
+    assert entry.record.pk == stored["b"].pk
+
+
+def test_a_batch_stores_the_new_state_of_records_it_changes(feed):
+    tricky = {"quote": 'say "hi"', "backslash": "C:\\path", "lines": "a\tb\nc\r",
+              "unicode": "Ünïcödé ✓ 𝄞"}
+    for key in ("a", "b", "c"):
+        publishing.put_record(feed=feed, key=key, data=record_data(1))
+    before = {record.key: record for record in Record.objects.filter(feed=feed)}
+
+    results = publishing.apply_batch(feed=feed, operations=[
+        {"op": "put", "key": "a", "record": record_data(1, title="New & <title>", summary="",
+                                                        metadata=tricky, links=[])},
+        {"op": "delete", "key": "b"},
+        {"op": "put", "key": "c", "record": record_data(1)},  # identical: unchanged
+    ])
+
+    after = {record.key: record for record in Record.objects.filter(feed=feed)}
+    assert [r and r.kind for r in results] == ["update", "delete", None]
+    assert (after["a"].title, after["a"].summary, after["a"].metadata, after["a"].links) == \
+        ("New & <title>", "", tricky, [])
+    assert after["a"].updated == results[0].updated
+    assert after["a"].created == before["a"].created
+    assert after["a"].deleted_at is None
+    assert after["b"].deleted_at == after["b"].updated == results[1].updated
+    assert after["b"].metadata == before["b"].metadata
+    assert after["b"].title == before["b"].title
+    assert after["c"].updated == before["c"].updated
+
+
+def test_records_and_entries_are_built_in_their_models_field_order():
+    # publishing builds them by position (Django's fast path): a field added or moved
+    # must be added or moved there too.
+    assert tuple(f.attname for f in Record._meta.concrete_fields) == \
+        publishing.RECORD_FIELD_ORDER
+    assert tuple(f.attname for f in Entry._meta.concrete_fields) == \
+        publishing.ENTRY_FIELD_ORDER
+
+
 def test_a_batch_with_a_bad_operation_writes_nothing_and_names_each_one(feed):
     with pytest.raises(publishing.BatchError) as raised:
         publishing.apply_batch(feed=feed, operations=[
@@ -179,6 +251,7 @@ def test_a_batch_over_the_limit_is_refused(feed):
         ("k", record_data(1, title="lone \ud800 surrogate"), "title"),
         ("k", record_data(1, metadata=["not", "an", "object"]), "metadata"),
         ("k", record_data(1, metadata={"deep": {"x": "\x00"}}), "metadata"),
+        ("k", record_data(1, metadata={"ok": ["fine", {"bad\x01key": 1}]}), "metadata"),
         ("k", record_data(1, metadata={"big": float("inf")}), "metadata"),
         ("k", record_data(1, metadata={"nan": float("nan")}), "metadata"),
         ("k", record_data(1, links=[
@@ -262,3 +335,32 @@ def test_sealing_after_commit_can_be_switched_off(feed, settings,
         for n in range(4):
             publishing.put_record(feed=feed, key=f"k{n}", data=record_data(n))
     assert Feed.objects.get(pk=feed.pk).sealed_pages == 0
+
+
+@pytest.mark.parametrize("href", [
+    "https://example.org", "http://example.org/", "HTTPS://Example.ORG:8443/a?b=1#c",
+    "https://a-b.c/x y", "https://a.b/\x00", "https:///path", "https://", "http:example.org",
+    "https://[::1]/x", "https://[::1/x", "https://exa]mple.org/", "https://üñí.example/",
+    "https://user:pw@example.org/", "https://example.org:port/", "https://e.org/\u2028",
+    "https://e.org/" + "x" * 2000, "ftp://example.org/", "urn:isbn:0451450523", "urn:",
+    "tag:example.org,2024:x", "https://e.org?q", "https://e.org#f", "https://e..org/ü?ä=1",
+    "https://e.org\\x", " https://e.org/", "https://e.org/\t",
+])
+def test_the_plain_url_shortcut_gives_urlsplits_answer(href):
+    from urllib.parse import urlsplit
+
+    from archives import validation
+
+    def by_urlsplit(text):
+        if (len(text) > validation.MAX_HREF_LENGTH or validation.xml_problem(text)
+                or any(c.isspace() for c in text)):
+            return False
+        try:
+            parts = urlsplit(text)
+        except ValueError:
+            return False
+        if parts.scheme.lower() in {"http", "https"}:
+            return bool(parts.netloc)
+        return parts.scheme.lower() in {"urn", "tag"} and bool(parts.path)
+
+    assert validation._is_absolute_uri(href) == by_urlsplit(href)

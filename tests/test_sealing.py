@@ -391,3 +391,142 @@ def test_the_index_predicate_does_not_overflow_on_a_huge_feed(db):
     assert not Feed.objects.filter(Q(NEEDS_SEALING), pk=feed.pk).exists()
     Feed.objects.filter(pk=feed.pk).update(last_seq=3_000_010_000)
     assert Feed.objects.filter(Q(NEEDS_SEALING), pk=feed.pk).exists()
+
+
+# Sealed bytes are the product: text renderers write what lxml writes ------------------
+
+SEALED_FEED_UUID = "0492efcc-6fb0-440b-9298-fbb452fc5427"
+# sha256 (first 16 hex digits) of the tricky page in each frozen format, as the renderers
+# before text rendering (commit 1d2be99) wrote them.
+SEALED_DIGESTS = {"atom": "bb83320635df802b", "atom-next": "370d4dc148cf9af6",
+                  "multipart": "465c5394ae9f84ea", "rss": "201d0ce1cffa91d4",
+                  "rss-next": "965dc1faacde4722"}
+
+
+def tricky_page_rows():
+    """A page of rows with what escaping, dates and formats can get wrong: markup, quotes
+    and line breaks in text and attributes, non-ASCII, an empty summary, producer links
+    with and without type and title, metadata missing (older entries) or tricky, a record
+    changed twice on the page (RSS shows its newest only), a deletion, instants on a
+    second's edge, before 1970 and in another zone than UTC."""
+    from datetime import UTC, datetime, timedelta, timezone
+
+    from archives.atom import EntryRow
+
+    base = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
+    plus_two = timezone(timedelta(hours=2))
+    tricky_links = [
+        {"href": "https://example.org/a?x=1&y=<2>", "rel": "related", "type": "", "title": ""},
+        {"href": "https://example.org/b", "rel": "enclosure", "type": "application/pdf",
+         "title": ""},
+        {"href": "https://example.org/c", "rel": "https://example.org/rel/\"odd\"", "type": "",
+         "title": 'A "title" & <more>\n\tin\r\nlines'},
+        {"href": "https://example.org/d", "rel": "describedby",
+         "type": "application/ld+json; profile=\"x\"", "title": "Ω"},
+    ]
+    metadata = {"quote": 'say "hi" & <b>', "path": "C:\\dir\\n", "lines": "a\r\nb\tc",
+                "unicode": "日本語 \u2028 \u0085 𝄞", "nested": [{"n": 1.5, "none": None}]}
+    rows = [
+        ("amp", "create", base, 'Fish & "Chips" <raw> \'quoted\' ]]>', "a < b && c > d",
+         [], metadata),
+        ("unicode", "create", base + timedelta(microseconds=999_999),
+         "Bøøks ✓ 日本語 \u2028 \u0085", "Ünïcödé", tricky_links[:2], {"k": "v"}),
+        ("breaks", "update", base + timedelta(seconds=1),
+         "Line\r\nbreak\tand tab", "Two\nlines\r\nCR\r", tricky_links, None),
+        ("empty-summary", "create", (base + timedelta(seconds=1, microseconds=1))
+         .astimezone(plus_two), "No summary", "", tricky_links[2:], {}),
+        ("amp", "update", base + timedelta(seconds=2), "Fish, again", "", tricky_links[3:],
+         metadata),
+        ("gone", "delete", base + timedelta(seconds=3), "Gone & <forgotten>", "", [], None),
+        ("old", "create", datetime(1969, 12, 31, 23, 59, 59, 500_000, tzinfo=UTC),
+         "Before 1970", "Summary", [], {"year": 1969}),
+    ]
+    return [EntryRow(seq, kind, updated, title, summary, links, key, meta,
+                     base - timedelta(days=seq, microseconds=seq))
+            for seq, (key, kind, updated, title, summary, links, meta)
+            in enumerate(rows, start=1)]
+
+
+def tricky_feed():
+    import uuid
+
+    return Feed(slug="books", uuid=uuid.UUID(SEALED_FEED_UUID), title='Bøøks & <Co> "1"',
+                subtitle="Sub & title", author="Ann & Bob", language="en", page_size=7)
+
+
+def lxml_archive(feed, number, rows, *, has_next):
+    """The archive page as one lxml tree, entries by `_add_entries`: the reference."""
+    from archives import atom
+
+    root = atom._feed_head(feed, rows[-1].updated,
+                           atom.archive_links(feed.slug, number, has_next=False))
+    etree.SubElement(root, f"{{{atom.FH_NS}}}archive")
+    if has_next:
+        atom._insert_next_archive(root, atom.archive_url(feed.slug, number + 1))
+    atom._add_entries(root, feed, list(reversed(rows)))
+    return atom._serialize(root)
+
+
+def lxml_rss_archive(feed, number, rows, *, has_next):
+    """The RSS twin as one lxml tree, items by `_add_items`: the reference."""
+    from archives import rss
+
+    document, channel = rss._channel(feed, rows[-1].updated,
+                                     rss.archive_links(feed.slug, number, has_next=False))
+    etree.SubElement(channel, rss.FH_ARCHIVE)
+    if has_next:
+        rss._insert_next_archive(channel, rss.rss_archive_url(feed.slug, number + 1))
+    rss._add_items(channel, feed, list(reversed(rows)))
+    return rss._serialize(document)
+
+
+@pytest.mark.parametrize("has_next", [False, True])
+def test_sealing_writes_the_atom_page_lxml_writes(settings, atom_validators, has_next):
+    from archives.documents import ArchiveDocument
+
+    settings.FEEDPUB_BASE_URL = "https://feeds.example.org/a&b"
+    feed, rows = tricky_feed(), tricky_page_rows()
+    body, _ = ArchiveDocument.freeze(feed, 2, rows, has_next=has_next)
+
+    assert body == lxml_archive(feed, 2, rows, has_next=has_next)
+    root = atom_validators(body)
+    assert len(root.findall("a:entry", NS)) == len(rows)
+    assert root.find("a:entry/a:content", NS) is not None  # the deletion entry
+
+
+@pytest.mark.parametrize("has_next", [False, True])
+def test_sealing_writes_the_rss_twin_lxml_writes(settings, has_next):
+    from archives.documents import RssArchiveDocument
+
+    settings.FEEDPUB_BASE_URL = "https://feeds.example.org/a&b"
+    feed, rows = tricky_feed(), tricky_page_rows()
+    body = RssArchiveDocument.freeze(feed, 2, rows, has_next=has_next)
+
+    assert body == lxml_rss_archive(feed, 2, rows, has_next=has_next)
+    items = etree.fromstring(body).findall("channel/item")
+    assert [item.findtext("title") for item in items] == [
+        "Before 1970", "Gone & <forgotten>", "Fish, again", "No summary",
+        "Line\r\nbreak\tand tab", "Bøøks ✓ 日本語 \u2028 \u0085"]  # CR kept: escaped
+
+
+def test_sealed_bytes_of_every_format_are_those_of_the_renderers_before_text_rendering(
+        settings):
+    """The digests of the three frozen formats of the tricky page, as rendered before
+    sealing wrote entries and items as text and cached atom:ids and dates (commit 1d2be99):
+    a sealed page's bytes never change with a release."""
+    import hashlib
+
+    from archives import linkedpages
+    from archives.documents import ArchiveDocument, RssArchiveDocument
+
+    settings.FEEDPUB_BASE_URL = "https://feeds.example.org/a&b"
+    feed, rows = tricky_feed(), tricky_page_rows()
+    bodies = {
+        "atom": ArchiveDocument.freeze(feed, 2, rows, has_next=False)[0],
+        "atom-next": ArchiveDocument.freeze(feed, 2, rows, has_next=True)[0],
+        "multipart": linkedpages.render_page(feed, rows),
+        "rss": RssArchiveDocument.freeze(feed, 2, rows, has_next=False),
+        "rss-next": RssArchiveDocument.freeze(feed, 2, rows, has_next=True),
+    }
+    digests = {name: hashlib.sha256(body).hexdigest()[:16] for name, body in bodies.items()}
+    assert digests == SEALED_DIGESTS
