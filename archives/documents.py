@@ -38,6 +38,7 @@ from django.utils.http import http_date
 
 from . import atom, fastsql, formats, linkedpages, rss, validation
 from .formats import rfc3339
+from .heads import heads
 from .models import ArchivePage, Entry, Feed, Record, Snapshot, SnapshotPage
 from .pagecache import PageCache
 
@@ -172,10 +173,11 @@ class FeedDocument(Document):
 
     @classmethod
     def for_slug(cls, slug: str):
-        """Raises Feed.DoesNotExist. One small query: a poll that finds nothing new
-        renders nothing (the ETag follows from the feed row alone)."""
+        """Raises Feed.DoesNotExist. A poll that finds nothing new renders nothing (the
+        ETag follows from the feed row alone) and, with the feed's head in memory
+        (archives/heads.py), queries nothing."""
         read_at = now()
-        return cls(fastsql.feed_by_slug(slug), read_at=read_at)
+        return cls(heads.feed_by_slug(slug), read_at=read_at)
 
 
 class SubscriptionDocument(FeedDocument):
@@ -377,7 +379,7 @@ class LinkedPageDocument(Document):
             return cached
         read_at = now()
         try:
-            feed = fastsql.feed_by_slug(slug)
+            feed = heads.feed_by_slug(slug)
         except Feed.DoesNotExist:
             raise ArchivePage.DoesNotExist(f"No feed {slug!r}") from None
         if not 0 < number <= newest_page(feed):
@@ -450,7 +452,7 @@ def newest_page(feed: Feed) -> int:
 def newest_linked_page(slug: str) -> int:
     """Raises ArchivePage.DoesNotExist for an unknown feed or one with no entries yet."""
     try:
-        number = newest_page(fastsql.feed_by_slug(slug))
+        number = newest_page(heads.feed_by_slug(slug))
     except Feed.DoesNotExist:
         raise ArchivePage.DoesNotExist(f"No feed {slug!r}") from None
     if not number:

@@ -26,7 +26,7 @@ from django.utils.text import compress_sequence
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_safe
 
-from . import documents, fastsql, htmlpages
+from . import documents, htmlpages
 from .activity import ActivityChart
 from .documents import (
     ArchiveDocument,
@@ -43,6 +43,7 @@ from .documents import (
     SnapshotPageDocument,
     SubscriptionDocument,
 )
+from .heads import heads
 from .models import ArchivePage, Feed, Record, Snapshot, SnapshotPage
 from .negotiation import negotiated
 from .validation import clean_key
@@ -145,7 +146,7 @@ def _feed_document(document_class: type[FeedDocument], slug: str) -> FeedDocumen
 
 def _feed_or_404(slug: str) -> Feed:
     try:
-        return fastsql.feed_by_slug(slug)
+        return heads.feed_by_slug(slug)
     except Feed.DoesNotExist:
         raise Http404(f"No feed {slug!r}") from None
 

@@ -101,6 +101,15 @@ FEEDPUB_LAST_MODIFIED_SETTLE = envint("FEEDPUB_LAST_MODIFIED_SETTLE", "1")
 # worker by default (README "Deployment").
 FEEDPUB_PAGE_CACHE_BYTES = envint("FEEDPUB_PAGE_CACHE_BYTES", str(64 * 1024 * 1024))
 
+# Polls from memory and long polling (archives/heads.py, archives/longpoll.py; README
+# "Polling, long polling").
+# How many feeds' heads (Feed rows, ~1.5 KB each) each process keeps for polls, kept fresh
+# by PostgreSQL LISTEN/NOTIFY; the least recently polled go first. 0: every poll reads
+# the database, as on SQLite.
+FEEDPUB_HEADS_CACHE_SIZE = envint("FEEDPUB_HEADS_CACHE_SIZE", "10000")
+# The longest a `Prefer: wait=N` request is held (seconds), on the ASGI server only.
+FEEDPUB_LONG_POLL_MAX_WAIT = envint("FEEDPUB_LONG_POLL_MAX_WAIT", "30")
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",

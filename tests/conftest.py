@@ -9,6 +9,7 @@ from lxml import etree, isoschematron
 
 from archives import documents, publishing
 from archives.documents import final_pages, gzipped_bodies, subscription_bodies
+from archives.heads import heads
 from archives.models import Feed
 from archives.sealing import seal_feed
 
@@ -35,6 +36,9 @@ def _empty_page_cache():
     yield
     for cache in (final_pages, subscription_bodies, gzipped_bodies):
         cache.clear()
+    # A test that polled outside a transaction started the heads' listener: its
+    # connection would keep the test database from being dropped, its heads are stale.
+    heads.stop()
 
 
 @pytest.fixture
