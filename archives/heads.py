@@ -250,7 +250,9 @@ class Heads:
         """A connection of the listener's own (not any request's), LISTENing."""
         alias = "default"
         base = connections.settings[alias]
+        # Never from a pool (OPTIONS "pool"): LISTEN would go back to it with the connection.
         options = {**KEEPALIVES, **base.get("OPTIONS", {})}
+        options.pop("pool", None)
         db = type(connections[alias])({**base, "OPTIONS": options}, alias)
         with db.cursor() as cursor:  # autocommit, as Django's connections are
             cursor.execute(f"LISTEN {CHANNEL}")
