@@ -104,17 +104,27 @@ class Document:
 
     def headers(self) -> dict[str, str]:
         """ETag, Cache-Control, Link and (once settled) Last-Modified. A final document's
-        never change: they are built once, for the copy kept in a process's cache."""
+        never change: they are built once, for the copy kept in a process's cache; so
+        are a feed document's once settled, for as long as its head is kept."""
         if self.final and "_headers" in self.__dict__:
             return self.__dict__["_headers"]
+        memo = self.memo()
+        if memo is not None and "headers" in memo:
+            return memo["headers"]
         headers = {"ETag": self.etag(), "Cache-Control": self.cache_control(),
                    "Link": atom.link_header(self.links())}
         last_modified = self.last_modified()
         if last_modified is not None:
             headers["Last-Modified"] = http_date(last_modified)
+            if memo is not None:
+                memo["headers"] = headers
         if self.final:
             self.__dict__["_headers"] = headers
         return headers
+
+    def memo(self) -> dict | None:
+        """Where values that follow from the document's inputs alone may be kept."""
+        return None
 
 
 def inputs_etag(*inputs) -> str:
@@ -171,6 +181,12 @@ class FeedDocument(Document):
         super().__init__(read_at=read_at)
         self.feed = feed
 
+    def memo(self) -> dict | None:
+        """Per kind of document, as long as the feed's head is kept in memory
+        (archives/heads.py): a poll that finds nothing new then hashes nothing either."""
+        memo = heads.memo(self.feed)
+        return None if memo is None else memo.setdefault(type(self), {})
+
     @classmethod
     def for_slug(cls, slug: str):
         """Raises Feed.DoesNotExist. A poll that finds nothing new renders nothing (the
@@ -196,10 +212,16 @@ class SubscriptionDocument(FeedDocument):
 
     @cached_property
     def _etag(self) -> str:
+        memo = self.memo()
+        if memo is not None and "etag" in memo:
+            return memo["etag"]
         feed = self.feed
         # content_updated is the updated of an empty document.
-        return inputs_etag(self.kind, *(getattr(feed, name) for name in self.shown),
+        etag = inputs_etag(self.kind, *(getattr(feed, name) for name in self.shown),
                            feed.content_updated)
+        if memo is not None:
+            memo["etag"] = etag
+        return etag
 
     def etag(self) -> str:
         return self._etag

@@ -94,6 +94,7 @@ class Heads:
         self._listening_changed = threading.Condition(self._lock)
         self._by_slug: OrderedDict[str, Feed] = OrderedDict()
         self._slug_by_pk: dict[int, str] = {}
+        self._memos: dict[int, dict] = {}  # by pk, for the head kept now
         self._changes = 0  # notifications received, and local forgets
         self._epoch = 0  # moves whenever listening starts or stops
         self.listening = False
@@ -140,6 +141,15 @@ class Heads:
         with self._lock:
             return self._by_slug.get(slug) if self.listening else None
 
+    def memo(self, head: Feed) -> dict | None:
+        """A dict for values derived from `head` alone (a document's ETag and headers),
+        which live as long as the head is kept; None for a feed row not kept here (a
+        caller's own instance may change under it)."""
+        with self._lock:
+            if self._by_slug.get(head.slug) is not head:
+                return None
+            return self._memos.setdefault(head.pk, {})
+
     def forget(self, feed_id: int) -> None:
         with self._lock:
             self._changes += 1
@@ -157,16 +167,20 @@ class Heads:
         current = self._by_slug.get(head.slug)
         if current is not None and current.pk != head.pk:
             del self._slug_by_pk[current.pk]  # that feed was renamed away, or deleted
+            self._memos.pop(current.pk, None)
         elif current is not None and version(current) > version(head):
             return  # never an older row over a newer one
         self._by_slug[head.slug] = head
         self._by_slug.move_to_end(head.slug)
         self._slug_by_pk[head.pk] = head.slug
+        self._memos.pop(head.pk, None)  # derived from the row it replaces
         while len(self._by_slug) > settings.FEEDPUB_HEADS_CACHE_SIZE:
             _, evicted = self._by_slug.popitem(last=False)
             del self._slug_by_pk[evicted.pk]
+            self._memos.pop(evicted.pk, None)
 
     def _drop(self, feed_id: int) -> None:
+        self._memos.pop(feed_id, None)
         slug = self._slug_by_pk.pop(feed_id, None)
         if slug is not None:
             del self._by_slug[slug]
@@ -175,6 +189,7 @@ class Heads:
         with self._lock:
             self._by_slug.clear()
             self._slug_by_pk.clear()
+            self._memos.clear()
             self._epoch += 1
             self.listening = listening
             self._listening_changed.notify_all()

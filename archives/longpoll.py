@@ -125,6 +125,7 @@ class Waiter:
     scope: Scope
     etag: bytes | None = None  # the ETag of the client's copy, once Django said 304
     missed: bool = False  # the feed changed while Django was being asked
+    listener: asyncio.Task | None = None  # for the client's disconnect
     woken: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop()
                                   .create_future())
 
@@ -195,6 +196,22 @@ class Watcher:
                 waiter.woken.set_result(answer)
 
 
+TIME_UP, GONE = object(), object()  # how a wait ended, besides a new answer
+
+
+def _resolve(future: asyncio.Future, outcome) -> None:
+    if not future.done():
+        future.set_result(outcome)
+
+
+async def _until_disconnected(receive: Receive, woken: asyncio.Future) -> None:
+    """Tell the waiter if its client leaves. (Once the answer is sent, uvicorn's receive()
+    says disconnect too, and this ends on its own.)"""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    _resolve(woken, GONE)
+
+
 def _unconditional(scope: Scope) -> Scope:
     return {**scope, "headers": [(name, value) for name, value in scope["headers"]
                                  if name not in CONDITIONAL_HEADERS]}
@@ -246,7 +263,6 @@ class LongPolling:
             watcher = self.watchers[slug] = Watcher(self, slug)
         waiter = Waiter(variant_of(scope), scope)
         watcher.waiters.add(waiter)
-        gone = None
         try:
             await watcher.ready.wait()  # changes after this point wake the waiter
             while True:
@@ -257,20 +273,25 @@ class LongPolling:
                     break
                 waiter.missed = False
             waiter.etag = answer.header(b"etag")
-            gone = asyncio.ensure_future(receive())
-            done, _ = await asyncio.wait({waiter.woken, gone}, timeout=wait,
-                                         return_when=asyncio.FIRST_COMPLETED)
-            if waiter.woken in done and waiter.woken.exception() is None:
-                answer = waiter.woken.result()
-            elif gone in done:
-                return  # the client left
-            await answer.send(send, applied=wait)
+            # One future says how the wait ended: a new answer, the time up, the client
+            # gone. (Cheaper to wake by the thousand than asyncio.wait on several.)
+            woken = waiter.woken
+            timer = self.loop.call_later(wait, _resolve, woken, TIME_UP)
+            # (Kept on the waiter: the loop holds tasks only weakly.)
+            waiter.listener = asyncio.ensure_future(_until_disconnected(receive, woken))
+            try:
+                outcome = await woken
+            except Exception:  # the watcher failed: the 304 Django gave stands
+                outcome = TIME_UP
+            finally:
+                timer.cancel()
+            if outcome is GONE:
+                return
+            await (answer if outcome is TIME_UP else outcome).send(send, applied=wait)
         finally:
             watcher.waiters.discard(waiter)
             if not watcher.waiters:
                 watcher.changed.set()  # nobody waits: let it go
-            if gone is not None:
-                gone.cancel()
 
     # Watchers and notifications ---------------------------------------------------------
 

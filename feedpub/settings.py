@@ -103,7 +103,7 @@ FEEDPUB_PAGE_CACHE_BYTES = envint("FEEDPUB_PAGE_CACHE_BYTES", str(64 * 1024 * 10
 
 # Polls from memory and long polling (archives/heads.py, archives/longpoll.py; README
 # "Polling, long polling").
-# How many feeds' heads (Feed rows, ~1.5 KB each) each process keeps for polls, kept fresh
+# How many feeds' heads (Feed rows, ~1 KB each) each process keeps for polls, kept fresh
 # by PostgreSQL LISTEN/NOTIFY; the least recently polled go first. 0: every poll reads
 # the database, as on SQLite.
 FEEDPUB_HEADS_CACHE_SIZE = envint("FEEDPUB_HEADS_CACHE_SIZE", "10000")

@@ -24,7 +24,8 @@ from .external import require
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = ROOT / "deploy" / "nginx" / "feedpub.conf.template"
-VARIABLES = ("NGINX_PORT", "FEEDPUB_UPSTREAM", "NGINX_CACHE_DIR", "NGINX_CACHE_SIZE")
+VARIABLES = ("NGINX_PORT", "FEEDPUB_UPSTREAM", "FEEDPUB_LONGPOLL_UPSTREAM", "NGINX_CACHE_DIR",
+             "NGINX_CACHE_SIZE")
 
 
 
@@ -104,6 +105,7 @@ class Nginx:
     edit: object = None  # a function applied to the rendered template (tests of options)
     port: int = field(default_factory=free_port)
     listen: str | None = None  # NGINX_PORT, if not 127.0.0.1:port
+    long_poll: str | None = None  # FEEDPUB_LONGPOLL_UPSTREAM, if not `upstream`
     process: subprocess.Popen | None = None
 
     @property
@@ -116,6 +118,7 @@ class Nginx:
         text = render_template({
             "NGINX_PORT": self.listen or f"127.0.0.1:{self.port}",
             "FEEDPUB_UPSTREAM": self.upstream,
+            "FEEDPUB_LONGPOLL_UPSTREAM": self.long_poll or self.upstream,
             "NGINX_CACHE_DIR": str(self.workdir / "cache"),
             "NGINX_CACHE_SIZE": "64m",
         })

@@ -102,3 +102,15 @@ def test_nothing_is_trusted_while_not_listening(books, trusting):
         trusting.feed_by_slug("books")
     assert len(queries) == 1
     assert len(trusting) == 0
+
+
+def test_values_derived_from_a_head_live_as_long_as_it_is_kept(books, trusting):
+    kept = trusting.feed_by_slug("books")
+    trusting.memo(kept)["etag"] = "derived"
+    assert trusting.memo(kept) == {"etag": "derived"}
+    assert trusting.memo(Feed.objects.get(slug="books")) is None  # a row of one's own
+    publishing.put_record(feed=books, key="k2", data=record_data(2))
+    with trusting._lock:  # what the listener does on the write's notification
+        trusting._store(Feed.objects.get(slug="books"))
+    assert trusting.memo(kept) is None
+    assert trusting.memo(trusting.cached("books")) == {}
