@@ -41,6 +41,14 @@ def _empty_page_cache():
     heads.stop()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _no_listener_outlives_the_test_database(django_db_setup):
+    """A request still being served after its test ended (the session's live server) may
+    start the heads' listener again: stop it before the test database is dropped."""
+    yield
+    heads.stop()
+
+
 @pytest.fixture
 def settled(monkeypatch):
     """Documents read as if a minute had passed since their last change, so that they
