@@ -15,17 +15,18 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
-from weakref import WeakKeyDictionary
 
 from django.db import connection, connections, models
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .models import Feed, Record
 
-# Keyed by the connection (one per thread and alias), then by the lookup, so each compiler
-# and its converters belong to the connection that runs them; entries go when the
-# connection object does.
-_compiled_lookups: WeakKeyDictionary = WeakKeyDictionary()
+# Compiled lookups live on the connection (one per thread and alias) that runs them, so
+# each compiler and its converters belong to it, and go when it does. (Not in a
+# WeakKeyDictionary of connections: its values, holding the compiler that holds the
+# connection, kept every connection alive, and under ASGI, where Django serves each request
+# in a thread of its own, one more for every request.)
+COMPILED = "_feedpub_compiled_lookups"
 
 
 def feed_by_slug(slug: str, *, using: str = "default") -> Feed:
@@ -47,14 +48,15 @@ def feed_by_pk(pk: int, *, db: BaseDatabaseWrapper) -> Feed:
 
 
 def _feed_by(lookup: str, value, db: BaseDatabaseWrapper) -> Feed:
-    compiled = _compiled_lookups.setdefault(db, {}).get(lookup)
+    lookups = db.__dict__.setdefault(COMPILED, {})
+    compiled = lookups.get(lookup)
     if compiled is None:
         # One row: no ORDER BY.
         query = Feed.objects.using(db.alias).filter(**{lookup: value}).order_by().query
         compiler = query.get_compiler(connection=db)
         sql, _ = compiler.as_sql()
         columns = [column for column, _, _ in compiler.select]
-        compiled = _compiled_lookups[db][lookup] = (
+        compiled = lookups[lookup] = (
             sql, [column.target.attname for column in columns],
             compiler, compiler.get_converters(columns),
         )

@@ -102,3 +102,29 @@ def test_live_records_reads_by_key_in_batches_what_the_orm_reads(db):
     assert "(deleted_at IS NULL OR updated > " in queries[1]["sql"]
     assert "AND key > " in queries[1]["sql"]
     assert queries[1]["sql"].endswith("ORDER BY key LIMIT 2")
+
+
+def test_a_finished_thread_connection_is_not_kept_alive_by_its_compiled_lookup(db):
+    """Under ASGI Django serves each request in a thread of its own: the lookup compiled for
+    that thread's connection must go with it, not keep it (and its socket) forever."""
+    import contextlib
+    import gc
+    import threading
+    import weakref
+
+    from django.db import connections
+
+    kept = []
+
+    def poll():
+        with contextlib.suppress(Feed.DoesNotExist):  # compiled all the same
+            feed_by_slug("books")
+        kept.append(weakref.ref(connections["default"]))
+        connections.close_all()
+
+    thread = threading.Thread(target=poll)
+    thread.start()
+    thread.join()
+    del thread
+    gc.collect()
+    assert kept[0]() is None
