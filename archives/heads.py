@@ -269,8 +269,13 @@ class Heads:
         options = {**KEEPALIVES, **base.get("OPTIONS", {})}
         options.pop("pool", None)
         db = type(connections[alias])({**base, "OPTIONS": options}, alias)
-        with db.cursor() as cursor:  # autocommit, as Django's connections are
-            cursor.execute(f"LISTEN {CHANNEL}")
+        try:
+            with db.cursor() as cursor:  # autocommit, as Django's connections are
+                cursor.execute(f"LISTEN {CHANNEL}")
+        except Exception:
+            with contextlib.suppress(Exception):
+                db.close()
+            raise
         self.backend_pid = db.connection.info.backend_pid
         return db
 
