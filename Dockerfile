@@ -1,5 +1,5 @@
 # feedpub: one image for every process of a deployment (see deploy/entrypoint.sh):
-#   migrate | web (gunicorn + whitenoise) | sealer (seal_archives --watch)
+#   migrate | web (gunicorn + whitenoise) | longpoll (uvicorn) | sealer (seal_archives --watch)
 FROM python:3.11-slim-bookworm
 
 ENV PYTHONDONTWRITEBYTECODE=1 \

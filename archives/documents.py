@@ -38,6 +38,7 @@ from django.utils.http import http_date
 
 from . import atom, fastsql, formats, linkedpages, rss, validation
 from .formats import rfc3339
+from .heads import heads
 from .models import ArchivePage, Entry, Feed, Record, Snapshot, SnapshotPage
 from .pagecache import PageCache
 
@@ -110,17 +111,27 @@ class Document:
 
     def headers(self) -> dict[str, str]:
         """ETag, Cache-Control, Link and (once settled) Last-Modified. A final document's
-        never change: they are built once, for the copy kept in a process's cache."""
+        never change: they are built once, for the copy kept in a process's cache; so
+        are a feed document's once settled, for as long as its head is kept."""
         if self.final and "_headers" in self.__dict__:
             return self.__dict__["_headers"]
+        memo = self.memo()
+        if memo is not None and "headers" in memo:
+            return memo["headers"]
         headers = {"ETag": self.etag(), "Cache-Control": self.cache_control(),
                    "Link": atom.link_header(self.links())}
         last_modified = self.last_modified()
         if last_modified is not None:
             headers["Last-Modified"] = http_date(last_modified)
+            if memo is not None:
+                memo["headers"] = headers
         if self.final:
             self.__dict__["_headers"] = headers
         return headers
+
+    def memo(self) -> dict | None:
+        """Where values that follow from the document's inputs alone may be kept."""
+        return None
 
 
 def visible_second(modified: datetime) -> int:
@@ -191,12 +202,19 @@ class FeedDocument(Document):
         super().__init__(read_at=read_at)
         self.feed = feed
 
+    def memo(self) -> dict | None:
+        """Per kind of document, as long as the feed's head is kept in memory
+        (archives/heads.py): a poll that finds nothing new then hashes nothing either."""
+        memo = heads.memo(self.feed)
+        return None if memo is None else memo.setdefault(type(self), {})
+
     @classmethod
     def for_slug(cls, slug: str):
-        """Raises Feed.DoesNotExist. One small query: a poll that finds nothing new
-        renders nothing (the ETag follows from the feed row alone)."""
+        """Raises Feed.DoesNotExist. A poll that finds nothing new renders nothing (the
+        ETag follows from the feed row alone) and, with the feed's head in memory
+        (archives/heads.py), queries nothing."""
         read_at = now()
-        return cls(fastsql.feed_by_slug(slug), read_at=read_at)
+        return cls(heads.feed_by_slug(slug), read_at=read_at)
 
 
 class SubscriptionDocument(FeedDocument):
@@ -215,10 +233,16 @@ class SubscriptionDocument(FeedDocument):
 
     @cached_property
     def _etag(self) -> str:
+        memo = self.memo()
+        if memo is not None and "etag" in memo:
+            return memo["etag"]
         feed = self.feed
         # content_updated is the updated of an empty document.
-        return inputs_etag(self.kind, *(getattr(feed, name) for name in self.shown),
+        etag = inputs_etag(self.kind, *(getattr(feed, name) for name in self.shown),
                            feed.content_updated)
+        if memo is not None:
+            memo["etag"] = etag
+        return etag
 
     def etag(self) -> str:
         return self._etag
@@ -343,7 +367,7 @@ def archive_holding(slug: str, instant: datetime) -> int | None:
     cached = sealed_pages_by_date.get((slug, instant))
     if cached is not None:
         return cached
-    feed = fastsql.feed_by_slug(slug)
+    feed = heads.feed_by_slug(slug)
     number = (feed.pages.filter(last_updated__gte=instant)
               .order_by("number").values_list("number", flat=True).first())
     if number is not None:
@@ -446,7 +470,7 @@ class LinkedPageDocument(Document):
             return cached
         read_at = now()
         try:
-            feed = fastsql.feed_by_slug(slug)
+            feed = heads.feed_by_slug(slug)
         except Feed.DoesNotExist:
             raise ArchivePage.DoesNotExist(f"No feed {slug!r}") from None
         if not 0 < number <= newest_page(feed):
@@ -519,7 +543,7 @@ def newest_page(feed: Feed) -> int:
 def newest_linked_page(slug: str) -> int:
     """Raises ArchivePage.DoesNotExist for an unknown feed or one with no entries yet."""
     try:
-        number = newest_page(fastsql.feed_by_slug(slug))
+        number = newest_page(heads.feed_by_slug(slug))
     except Feed.DoesNotExist:
         raise ArchivePage.DoesNotExist(f"No feed {slug!r}") from None
     if not number:

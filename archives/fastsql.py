@@ -1,7 +1,8 @@
 """Speed shortcuts past the ORM, each measured and each pinned by a test to its SQL
 (tests/test_fastsql.py). Everything else goes through the ORM.
 
-- `feed_by_slug`: the poll's one query, compiled once per connection.
+- `feed_by_slug`, `feed_by_pk`: the poll's one query (when archives/heads.py cannot
+  answer it from memory), compiled once per connection.
 - `existing_records`: one index probe per key, whatever the planner's statistics.
 - `copy_rows`, `insert`: COPY for rows nothing points back to (entries, sealed pages,
   snapshot pages).
@@ -21,16 +22,19 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
-from weakref import WeakKeyDictionary
 
 import psycopg
 from django.db import connection, connections, models
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .models import ArchivePage, Entry, Feed, Record
 
-# Keyed by the connection (one per thread and alias), so each compiler and its converters
-# belong to the connection that runs them; entries go when the connection object does.
-_compiled_lookups: WeakKeyDictionary = WeakKeyDictionary()
+# Compiled lookups live on the connection (one per thread and alias) that runs them, so
+# each compiler and its converters belong to it, and go when it does. (Not in a
+# WeakKeyDictionary of connections: its values, holding the compiler that holds the
+# connection, kept every connection alive, and under ASGI, where Django serves each request
+# in a thread of its own, one more for every request.)
+COMPILED = "_feedpub_compiled_lookups"
 
 
 def feed_by_slug(slug: str, *, using: str = "default") -> Feed:
@@ -41,26 +45,38 @@ def feed_by_slug(slug: str, *, using: str = "default") -> Feed:
     ~0.5 ms). The compiler also supplies the backend's value converters (SQLite
     stores UUIDs and datetimes as text). Raises Feed.DoesNotExist.
     """
-    db = connections[using]
-    compiled = _compiled_lookups.get(db)
+    return _feed_by("slug", slug, connections[using])
+
+
+def feed_by_pk(pk: int, *, db: BaseDatabaseWrapper) -> Feed:
+    """One feed by its primary key, on the connection `db` (archives/heads.py's listener
+    has one of its own): the same row, converted as feed_by_slug converts it, so that
+    documents built from either give the same ETag. Raises Feed.DoesNotExist."""
+    return _feed_by("pk", pk, db)
+
+
+def _feed_by(lookup: str, value, db: BaseDatabaseWrapper) -> Feed:
+    lookups = db.__dict__.setdefault(COMPILED, {})
+    compiled = lookups.get(lookup)
     if compiled is None:
-        query = Feed.objects.using(using).filter(slug="").order_by().query  # one row: no ORDER BY
+        # One row: no ORDER BY.
+        query = Feed.objects.using(db.alias).filter(**{lookup: value}).order_by().query
         compiler = query.get_compiler(connection=db)
         sql, _ = compiler.as_sql()
         columns = [column for column, _, _ in compiler.select]
-        compiled = _compiled_lookups[db] = (
+        compiled = lookups[lookup] = (
             sql, [column.target.attname for column in columns],
             compiler, compiler.get_converters(columns),
         )
     sql, names, compiler, converters = compiled
     with db.cursor() as cursor:
-        cursor.execute(sql, [slug])
+        cursor.execute(sql, [value])
         rows = cursor.fetchall()
     if not rows:
-        raise Feed.DoesNotExist(f"No feed {slug!r}")
+        raise Feed.DoesNotExist(f"No feed {value!r}")
     values = next(iter(compiler.apply_converters(rows, converters))) if converters \
         else rows[0]
-    return Feed.from_db(using, names, values)
+    return Feed.from_db(db.alias, names, values)
 
 
 def existing_records(feed: Feed, keys: list[str]):

@@ -23,6 +23,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from . import documents, fastsql
+from .heads import announce
 from .models import Entry, Feed, Record
 from .validation import RecordData, clean_feed_text, clean_key, clean_record
 
@@ -157,6 +158,7 @@ def _write(
                 last_seq=locked.last_seq, last_updated=locked.last_updated,
                 subscription_modified=locked.subscription_modified,
             )
+            announce(locked.pk)
             if locked.full_pages > locked.sealed_pages and settings.FEEDPUB_SEAL_ON_WRITE:
                 # The pages this write filled, and one more of any backlog: a write's own
                 # sealing cost follows its size, and a sealer outage drains step by step.
@@ -420,6 +422,7 @@ def update_feed(*, feed: Feed, **changes: Any) -> Feed:
         locked.full_clean()
         if changed:
             locked.save(update_fields=changed)
+            announce(locked.pk)
     return locked
 
 
@@ -432,6 +435,7 @@ def delete_feed(*, feed: Feed) -> None:
                 "A feed with sealed archive pages cannot be deleted: its archive URIs "
                 "are promised forever."
             )
+        announce(locked.pk)  # (before delete() clears its pk)
         Entry.objects.filter(feed=locked).delete()
         Record.objects.filter(feed=locked).delete()
         locked.delete()

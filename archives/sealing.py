@@ -24,6 +24,7 @@ from django.db.models.functions import Greatest
 
 from . import atom, documents, export, fastsql, linkedpages
 from .documents import ArchiveDocument, RssArchiveDocument
+from .heads import announce
 from .models import NEEDS_SEALING, ArchivePage, Feed
 
 logger = logging.getLogger(__name__)
@@ -183,6 +184,7 @@ def _seal_run(feed: Feed, first: int, last: int, previous) -> list[tuple[bytes, 
                 "subscription_modified", now))
             if not claimed:
                 raise _LostRace
+            announce(feed.pk)  # delivered with the commit (archives/heads.py)
     except IntegrityError:  # another sealer committed these page numbers first
         raise _LostRace from None
     logger.info("sealed %s pages %s..%s (entries %s..%s)", feed.slug, first, last,

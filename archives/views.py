@@ -28,7 +28,7 @@ from django.utils.text import compress_sequence
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST, require_safe
 
-from . import atom, documents, fastsql, htmlpages, linkedpages, websub
+from . import atom, documents, htmlpages, linkedpages, websub
 from .activity import ActivityChart
 from .documents import (
     ArchiveDocument,
@@ -45,6 +45,7 @@ from .documents import (
     SnapshotPageDocument,
     SubscriptionDocument,
 )
+from .heads import heads
 from .models import ArchivePage, Feed, Record, Snapshot, SnapshotPage
 from .negotiation import negotiated
 from .validation import clean_key
@@ -155,7 +156,7 @@ def _feed_document(document_class: type[FeedDocument], slug: str) -> FeedDocumen
 
 def _feed_or_404(slug: str) -> Feed:
     try:
-        return fastsql.feed_by_slug(slug)
+        return heads.feed_by_slug(slug)
     except Feed.DoesNotExist:
         raise Http404(f"No feed {slug!r}") from None
 

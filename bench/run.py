@@ -248,7 +248,9 @@ def start_nginx() -> subprocess.Popen:
     values = {"NGINX_PORT": str(NGINX_PORT), "FEEDPUB_UPSTREAM": f"127.0.0.1:{WEB_PORT}",
               "NGINX_CACHE_DIR": str(WORK / "nginx-cache"), "NGINX_CACHE_SIZE": "1g",
               "FEEDPUB_PAGES_DIR": ENV["FEEDPUB_PAGES_DIR"], "FEEDPUB_BASE_URL": NGINX,
-              "FEEDPUB_MAX_AGE": "60"}
+              "FEEDPUB_MAX_AGE": "60",
+              # No long polls here (bench/longpoll.py measures them): the same upstream.
+              "FEEDPUB_LONGPOLL_UPSTREAM": f"127.0.0.1:{WEB_PORT}"}
     text = NGINX_TEMPLATE.read_text()
     for name, value in values.items():  # what the nginx image's envsubst does
         text = text.replace("${" + name + "}", value)
@@ -534,7 +536,7 @@ def report(reads: list[Read], writes: dict, options) -> None:
                by["subscription document, 50 entries"].rps
                / by["django.contrib.syndication, 50 newest entries"].rps, 6, "x"),
         Target("304 subscription poll / constant view",
-               by["304: subscription poll, nothing new"].rps / baseline, 0.5, "x"),
+               by["304: subscription poll, nothing new"].rps / baseline, 0.9, "x"),
         Target("304 archive revalidation / constant view",
                by["304: archive page revalidation"].rps / baseline, 0.5, "x"),
         Target("1M feed: deep page / first page",

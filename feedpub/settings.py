@@ -155,6 +155,14 @@ else:
         "BACKEND": "archives.export.AtomicFileSystemStorage",
         "OPTIONS": {"location": FEEDPUB_PAGES_DIR},
     }
+# Polls from memory and long polling (archives/heads.py, archives/longpoll.py; README
+# "Polling, long polling").
+# How many feeds' heads (Feed rows, ~1 KB each) each process keeps for polls, kept fresh
+# by PostgreSQL LISTEN/NOTIFY; the least recently polled go first. 0: every poll reads
+# the database, as on SQLite.
+FEEDPUB_HEADS_CACHE_SIZE = envint("FEEDPUB_HEADS_CACHE_SIZE", "10000")
+# The longest a `Prefer: wait=N` request is held (seconds), on the ASGI server only.
+FEEDPUB_LONG_POLL_MAX_WAIT = envint("FEEDPUB_LONG_POLL_MAX_WAIT", "30")
 
 INSTALLED_APPS = [
     "django.contrib.admin",

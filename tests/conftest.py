@@ -14,6 +14,7 @@ from archives.documents import (
     sealed_pages_by_date,
     subscription_bodies,
 )
+from archives.heads import heads
 from archives.models import Feed
 from archives.sealing import seal_feed
 
@@ -46,6 +47,17 @@ def _empty_page_cache():
     yield
     for cache in (final_pages, subscription_bodies, gzipped_bodies, sealed_pages_by_date):
         cache.clear()
+    # A test that polled outside a transaction started the heads' listener: its
+    # connection would keep the test database from being dropped, its heads are stale.
+    heads.stop()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_listener_outlives_the_test_database(django_db_setup):
+    """A request still being served after its test ended (the session's live server) may
+    start the heads' listener again: stop it before the test database is dropped."""
+    yield
+    heads.stop()
 
 
 @pytest.fixture(autouse=True)

@@ -24,8 +24,8 @@ from .external import require
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = ROOT / "deploy" / "nginx" / "feedpub.conf.template"
-VARIABLES = ("NGINX_PORT", "FEEDPUB_UPSTREAM", "NGINX_CACHE_DIR", "NGINX_CACHE_SIZE",
-             "FEEDPUB_PAGES_DIR", "FEEDPUB_BASE_URL", "FEEDPUB_MAX_AGE")
+VARIABLES = ("NGINX_PORT", "FEEDPUB_UPSTREAM", "FEEDPUB_LONGPOLL_UPSTREAM", "NGINX_CACHE_DIR",
+             "NGINX_CACHE_SIZE", "FEEDPUB_PAGES_DIR", "FEEDPUB_BASE_URL", "FEEDPUB_MAX_AGE")
 
 
 
@@ -108,6 +108,7 @@ class Nginx:
     pages_dir: Path | None = None  # FEEDPUB_PAGES_DIR (default: an empty one)
     base_url: str | None = None  # FEEDPUB_BASE_URL (default: nginx's own URL)
     max_age: int = 60  # FEEDPUB_MAX_AGE
+    long_poll: str | None = None  # FEEDPUB_LONGPOLL_UPSTREAM, if not `upstream`
     process: subprocess.Popen | None = None
 
     @property
@@ -120,6 +121,7 @@ class Nginx:
         text = render_template({
             "NGINX_PORT": self.listen or f"127.0.0.1:{self.port}",
             "FEEDPUB_UPSTREAM": self.upstream,
+            "FEEDPUB_LONGPOLL_UPSTREAM": self.long_poll or self.upstream,
             "NGINX_CACHE_DIR": str(self.workdir / "cache"),
             "NGINX_CACHE_SIZE": "64m",
             "FEEDPUB_PAGES_DIR": str(self.pages_dir or self.workdir / "pages"),

@@ -60,12 +60,15 @@ def test_the_entrypoint_names_gunicorn_with_our_config_and_the_watching_sealer()
     assert commands["web"] == "gunicorn -c deploy/gunicorn.conf.py feedpub.wsgi"
     assert commands["sealer"].startswith("python manage.py seal_archives --watch ")
     assert commands["migrate"] == "python manage.py migrate --noinput"
+    # The ASGI service for long polls, without persistent connections (Django serves each
+    # ASGI request in a thread of its own).
+    assert commands["longpoll"].startswith("env CONN_MAX_AGE=0 uvicorn feedpub.asgi:application ")
 
 
 def test_every_compose_app_service_runs_an_entrypoint_command():
     commands = entrypoint_commands()
     assert commands["websub"] == "python manage.py websub_worker"
-    for name in ("migrate", "web", "sealer", "websub"):
+    for name in ("migrate", "web", "sealer", "websub", "longpoll"):
         assert SERVICES[name]["build"] == "."
         assert SERVICES[name]["command"] == [name]
         assert name in commands
@@ -98,6 +101,9 @@ def test_compose_nginx_renders_the_template_the_benchmark_renders():
     assert variables == set(nginx["environment"]) == set(VARIABLES)
     assert nginx["environment"]["FEEDPUB_UPSTREAM"] == "web:8000"
     assert SERVICES["web"]["environment"]["GUNICORN_BIND"] == "0.0.0.0:8000"
+    assert nginx["environment"]["FEEDPUB_LONGPOLL_UPSTREAM"] == \
+        f"longpoll:{SERVICES['longpoll']['environment']['LONGPOLL_PORT']}"
+    assert SERVICES["longpoll"]["expose"] == [SERVICES["longpoll"]["environment"]["LONGPOLL_PORT"]]
 
 
 def test_nginx_caches_documents_and_passes_the_rest_through():
@@ -140,7 +146,7 @@ def test_the_renderer_does_what_envsubst_does():
     values = {"NGINX_PORT": "80", "FEEDPUB_UPSTREAM": "web:8000",
               "NGINX_CACHE_DIR": "/var/cache/nginx/feedpub", "NGINX_CACHE_SIZE": "2g",
               "FEEDPUB_PAGES_DIR": "/srv/feedpub/pages", "FEEDPUB_BASE_URL": "https://x.test",
-              "FEEDPUB_MAX_AGE": "60"}
+              "FEEDPUB_MAX_AGE": "60", "FEEDPUB_LONGPOLL_UPSTREAM": "longpoll:8001"}
     shell_format = " ".join(f"${{{name}}}" for name in values)
     real = subprocess.run(["envsubst", shell_format], input=TEMPLATE.read_text(),  # noqa: S603, S607
                           env={**os.environ, **values}, capture_output=True, text=True,

@@ -177,3 +177,29 @@ def test_update_rows_sets_many_rows_in_one_statement_from_a_values_list(db):
     assert dict(Record.objects.filter(feed=feed).values_list("key", "title")) == \
         {"a": "A ' quote", "b": "Record 1", "c": "C"}
     assert Record.objects.get(pk=ids["a"]).metadata == {"x": [1]}
+
+
+def test_a_finished_thread_connection_is_not_kept_alive_by_its_compiled_lookup(db):
+    """Under ASGI Django serves each request in a thread of its own: the lookup compiled for
+    that thread's connection must go with it, not keep it (and its socket) forever."""
+    import contextlib
+    import gc
+    import threading
+    import weakref
+
+    from django.db import connections
+
+    kept = []
+
+    def poll():
+        with contextlib.suppress(Feed.DoesNotExist):  # compiled all the same
+            feed_by_slug("books")
+        kept.append(weakref.ref(connections["default"]))
+        connections.close_all()
+
+    thread = threading.Thread(target=poll)
+    thread.start()
+    thread.join()
+    del thread
+    gc.collect()
+    assert kept[0]() is None

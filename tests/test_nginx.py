@@ -337,3 +337,92 @@ def test_without_nginx_these_tests_skip_but_fail_in_ci(monkeypatch):
     monkeypatch.setenv("FEEDPUB_REQUIRE_NGINX", "1")  # .ci/run sets it
     with pytest.raises(pytest.fail.Exception):
         require_nginx()
+
+
+# Long polls go to the ASGI service, uncached --------------------------------------------
+
+class NamedStubHandler(StubHandler):
+    """The stub's fixed document, saying which upstream answered and how often."""
+
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        self.server.requests += 1
+        body = self.server.name.encode()
+        self.send_response(200)
+        for name, value in {"Content-Type": "application/atom+xml", "ETag": '"v1"',
+                            "Cache-Control": "public, max-age=60",
+                            "Content-Length": str(len(body))}.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def two_upstreams(tmp_path):
+    require_nginx()
+    servers = {}
+    for name in ("web", "longpoll"):
+        server = ThreadingHTTPServer(("127.0.0.1", 0), NamedStubHandler)
+        server.name, server.requests = name, 0
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers[name] = server
+    nginx = Nginx(tmp_path / "nginx", f"127.0.0.1:{servers['web'].server_address[1]}",
+                  long_poll=f"127.0.0.1:{servers['longpoll'].server_address[1]}").start()
+    yield nginx, servers
+    nginx.stop()
+    for server in servers.values():
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize(("path", "prefer", "upstream"), [
+    ("/feeds/x/", "wait=10", "longpoll"),
+    ("/feeds/x/rss/", "wait=10", "longpoll"),
+    ("/feeds/x/", "respond-async, WAIT = 10", "longpoll"),
+    ("/feeds/x/", None, "web"),
+    ("/feeds/x/", "respond-async", "web"),
+    ("/feeds/x/", "handling=strict; wait=10", "web"),  # a parameter, not a preference
+    ("/feeds/x/archives/1/", "wait=10", "web"),  # only subscription documents wait
+    ("/feeds/x/paged/", "wait=10", "web"),
+])
+def test_long_polls_and_only_they_go_to_the_asgi_service(two_upstreams, path, prefer,
+                                                          upstream):
+    nginx, servers = two_upstreams
+    headers = {"Prefer": prefer} if prefer else {}
+    answers = [nginx.request(path, headers) for _ in range(2)]
+    assert [answer.body.decode() for answer in answers] == [upstream, upstream]
+    # Documents are cached as ever; a long poll's answer never is.
+    assert servers[upstream].requests == (2 if upstream == "longpoll" else 1)
+
+
+def test_a_long_poll_through_nginx_is_answered_when_the_feed_changes(live_server, settings,
+                                                                     transactional_db,
+                                                                     tmp_path, monkeypatch):
+    from django.db import connection
+
+    from .asgi_server import AsgiServer
+
+    require_nginx()
+    settings.FEEDPUB_SEAL_ON_WRITE = False
+    monkeypatch.setitem(connection.settings_dict, "CONN_MAX_AGE", 0)  # as the service runs
+    feed = FeedFactory(slug="deployed", page_size=10)
+    publishing.put_record(feed=feed, key="k1", data=record_data(1))
+    asgi = AsgiServer().start()
+    nginx = Nginx(tmp_path / "nginx", f"127.0.0.1:{live_server.thread.port}",
+                  long_poll=f"127.0.0.1:{asgi.port}").start()
+    try:
+        etag = nginx.request(FEED).header("ETag")
+        answers = []
+        waiting = threading.Thread(target=lambda: answers.append(
+            nginx.request(FEED, {"If-None-Match": etag, "Prefer": "wait=20"})))
+        waiting.start()
+        asgi.wait_for_waiters("deployed", 1)
+        publishing.put_record(feed=feed, key="k2", data=record_data(2))
+        waiting.join(timeout=25)
+        answer, = answers
+        assert answer.status == 200
+        assert answer.header("Preference-Applied") == "wait=20"
+        assert b"Record 2" in answer.body
+        assert answer.header("ETag") != etag
+    finally:
+        nginx.stop()
+        asgi.stop()
