@@ -74,7 +74,7 @@ from django.utils import timezone
 from rest_framework.throttling import SimpleRateThrottle
 from yarl import URL
 
-from . import atom, documents, linkedpages, rss
+from . import atom, documents, heads, linkedpages, rss
 from .documents import LinkedPageDocument, RssSubscriptionDocument, SubscriptionDocument
 from .models import ArchivePage, Feed, Subscription
 
@@ -99,7 +99,7 @@ MAX_RETRY_DELAY = 3600
 CHALLENGE_SLACK = 1024
 # PostgreSQL channels the worker listens on: writes announce the feed they changed (the
 # write path, archives/heads.py), the hub announces a new intent.
-CHANGES_CHANNEL = "feedpub_changes"
+CHANGES_CHANNEL = heads.CHANNEL
 INTENTS_CHANNEL = "feedpub_websub"
 # Subscriptions a worker claims at once, and for how long: longer than a batch can take
 # (CONCURRENCY callbacks at a time, each within the timeout), after which a crashed
