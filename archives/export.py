@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -49,10 +49,9 @@ from django.conf import settings
 from django.core.files.base import ContentFile
 from django.core.files.storage import FileSystemStorage, Storage, storages
 from django.db.models import F, Q, QuerySet
-from django.urls import reverse
 from storages.backends.s3 import S3Storage
 
-from . import documents, fastsql, linkedpages
+from . import atom, documents, fastsql, linkedpages
 from .documents import ArchiveDocument, RssArchiveDocument
 from .models import ArchivePage
 
@@ -92,14 +91,13 @@ class AtomicFileSystemStorage(FileSystemStorage):
     def _save(self, name: str, content) -> str:
         path = self.path(name)
         directory, base = os.path.split(path)
-        # Unique to this process and thread: no other writer opens it.
-        temporary = os.path.join(directory, f".{base}.{os.getpid()}.{threading.get_ident()}")
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0)
+        # A name no other writer has, whatever host or container it runs in (hidden:
+        # never a URL's file).
         try:
-            handle = os.open(temporary, flags, self.file_permissions_mode)
+            handle, temporary = tempfile.mkstemp(prefix=f".{base}.", dir=directory)
         except FileNotFoundError:  # a page's first file (a failing mkdir costs as much)
-            os.makedirs(directory, mode=self.directory_permissions_mode, exist_ok=True)
-            handle = os.open(temporary, flags, self.file_permissions_mode)
+            self._make_directories(directory)
+            handle, temporary = tempfile.mkstemp(prefix=f".{base}.", dir=directory)
         try:
             with os.fdopen(handle, "wb") as file:
                 for chunk in content.chunks():
@@ -115,6 +113,21 @@ class AtomicFileSystemStorage(FileSystemStorage):
                 os.unlink(temporary)
             raise
         return name
+
+    def _make_directories(self, directory: str) -> None:
+        """makedirs, each new directory then given its mode whatever the umask (as
+        FileSystemStorage does): nginx, another user, must be able to enter them."""
+        missing = []
+        while directory and not os.path.isdir(directory):
+            missing.append(directory)
+            directory = os.path.dirname(directory)
+        for path in reversed(missing):
+            try:
+                os.mkdir(path)
+            except FileExistsError:  # another writer's meanwhile: it sets the mode
+                continue
+            if self.directory_permissions_mode is not None:
+                os.chmod(path, self.directory_permissions_mode)
 
     def second(self, name: str) -> int:
         """The file's time, in whole seconds (what nginx sends as Last-Modified)."""
@@ -191,8 +204,9 @@ class SealedState:
 
 
 def archive_path(slug: str, number: int) -> str:
-    """The storage directory of archive page `number`: its URL path."""
-    return reverse("archives:archive", args=[slug, number]).lstrip("/")
+    """The storage directory of archive page `number`: its URL path, without any script
+    prefix (the same from a request or the sealer's command line)."""
+    return atom._path("archives:archive", slug, number).lstrip("/")
 
 
 def page_files(page: SealedState) -> list[PageFile]:
@@ -217,7 +231,7 @@ def page_files(page: SealedState) -> list[PageFile]:
         # read from the body, and its Link header a next link nginx cannot know), by a CDN
         # or S3 website endpoint from here.
         files.append(PageFile(
-            reverse("archives:linked-page", args=[page.slug, page.number]).lstrip("/"),
+            atom._path("archives:linked-page", page.slug, page.number).lstrip("/"),
             page.multipart, linkedpages.content_type_of(page.multipart),
             documents.IMMUTABLE, None))
     return files
@@ -244,11 +258,29 @@ def write(page: SealedState, into: Storage | None = None) -> None:
     into = into or storage()
     for file in page_files(page):
         into.put(file.name, file.content())
-    # (Sealing removed them as it linked the page; only a page exported before may have
-    # them still: a sealer that died in between.)
-    if page.has_next and page.exported is not None:
-        for name in superseded_names(page.slug, page.number):
-            into.delete(name)
+    # (Sealing removed them as it linked the page; they may be back from an export of the
+    # open version that raced with it and died before `linked_meanwhile`.)
+    if page.has_next:
+        _remove_open(page, into)
+
+
+def _remove_open(page: SealedState, into: Storage) -> None:
+    for name in superseded_names(page.slug, page.number):
+        into.delete(name)
+
+
+def linked_meanwhile(written: list[SealedState], into: Storage) -> None:
+    """Remove the open files just written of pages that have gained their next-archive
+    link since they were read: sealing removed the open files as it committed the link,
+    which may have been before they were written, and nothing else would until the final
+    version is exported (a reader meanwhile would get the page without its link). Checked
+    after the writes: a link committed later removes them itself (`superseded`)."""
+    open_pages = {page.pk: page for page in written if not page.has_next}
+    if not open_pages:
+        return
+    for pk in ArchivePage.objects.filter(pk__in=open_pages, has_next=True).values_list(
+            "pk", flat=True):
+        _remove_open(open_pages[pk], into)
 
 
 def superseded(slug: str, number: int) -> None:
@@ -296,6 +328,7 @@ def export_pending(*, slug: str | None = None, limit: int | None = PAGES_PER_PAS
         for page in batch:
             write(page, into)
         _mark_exported(batch)
+        linked_meanwhile(batch, into)
         done += len(batch)
         if on_exported is not None and batch:
             on_exported(len(batch))
@@ -311,7 +344,12 @@ def _mark_exported(pages: list[SealedState]) -> None:
         return
     current = Q()
     for page in pages:
-        current |= Q(pk=page.pk, modified=page.modified)
+        # (and without its linked page only if still without: freeze_linked_pages re-queues
+        # the page as it stores one)
+        unchanged = Q(pk=page.pk, modified=page.modified)
+        if page.multipart is None:
+            unchanged &= Q(multipart__isnull=True)
+        current |= unchanged
     ArchivePage.objects.filter(current).update(exported=F("modified"))
 
 
@@ -337,11 +375,13 @@ def verify(*, slug: str | None = None, dry_run: bool = False,
             report.unsettled += 1
             continue
         report.pages += 1
+        written = False
         for file in page_files(page):
             if not _is_current(into, file):
                 report.rewritten.append(file.name)
                 if not dry_run:
                     into.put(file.name, file.content())
+                    written = True
         if page.has_next:
             for name in superseded_names(page.slug, page.number):
                 if into.exists(name):
@@ -350,6 +390,8 @@ def verify(*, slug: str | None = None, dry_run: bool = False,
                         into.delete(name)
         if not dry_run and page.exported != page.modified:
             _mark_exported([page])
+        if written:
+            linked_meanwhile([page], into)
     return report
 
 

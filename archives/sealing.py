@@ -236,8 +236,10 @@ def freeze_linked_pages(limit: int = PAGES_PER_RUN) -> int:
     for page in missing.defer("body", "rss")[:limit]:
         rows = atom.entry_rows(page.feed, page.first_seq, page.last_seq)
         multipart = linkedpages.render_page(page.feed, rows)
+        # exported=None: its linked-page file is written by the next export pass (the
+        # Atom and RSS bytes, and so their files, are unchanged).
         done += ArchivePage.objects.filter(pk=page.pk, multipart__isnull=True).update(
-            multipart=multipart)
+            multipart=multipart, exported=None)
     return done
 
 

@@ -249,6 +249,10 @@ def start_nginx() -> subprocess.Popen:
               "NGINX_CACHE_DIR": str(WORK / "nginx-cache"), "NGINX_CACHE_SIZE": "1g",
               "FEEDPUB_PAGES_DIR": ENV["FEEDPUB_PAGES_DIR"], "FEEDPUB_BASE_URL": NGINX,
               "FEEDPUB_MAX_AGE": "60",
+              # As ENV: plain http, no redirect (and so no HSTS either).
+              "FEEDPUB_SECURE_SSL_REDIRECT": ENV["SECURE_SSL_REDIRECT"],
+              "FEEDPUB_SECURE_HSTS_SECONDS": "0", "FEEDPUB_SECURE_HSTS_INCLUDE_SUBDOMAINS": "false",
+              "FEEDPUB_SECURE_HSTS_PRELOAD": "false",
               # No long polls here (bench/longpoll.py measures them): the same upstream.
               "FEEDPUB_LONGPOLL_UPSTREAM": f"127.0.0.1:{WEB_PORT}"}
     text = NGINX_TEMPLATE.read_text()

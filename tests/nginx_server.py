@@ -25,7 +25,9 @@ from .external import require
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = ROOT / "deploy" / "nginx" / "feedpub.conf.template"
 VARIABLES = ("NGINX_PORT", "FEEDPUB_UPSTREAM", "FEEDPUB_LONGPOLL_UPSTREAM", "NGINX_CACHE_DIR",
-             "NGINX_CACHE_SIZE", "FEEDPUB_PAGES_DIR", "FEEDPUB_BASE_URL", "FEEDPUB_MAX_AGE")
+             "NGINX_CACHE_SIZE", "FEEDPUB_PAGES_DIR", "FEEDPUB_BASE_URL", "FEEDPUB_MAX_AGE",
+             "FEEDPUB_SECURE_SSL_REDIRECT", "FEEDPUB_SECURE_HSTS_SECONDS",
+             "FEEDPUB_SECURE_HSTS_INCLUDE_SUBDOMAINS", "FEEDPUB_SECURE_HSTS_PRELOAD")
 
 
 
@@ -109,6 +111,11 @@ class Nginx:
     base_url: str | None = None  # FEEDPUB_BASE_URL (default: nginx's own URL)
     max_age: int = 60  # FEEDPUB_MAX_AGE
     long_poll: str | None = None  # FEEDPUB_LONGPOLL_UPSTREAM, if not `upstream`
+    # FEEDPUB_SECURE_*: feedpub's SECURE_SSL_REDIRECT, SECURE_HSTS_SECONDS,
+    # SECURE_HSTS_INCLUDE_SUBDOMAINS, SECURE_HSTS_PRELOAD (the test settings' by default)
+    secure: dict[str, str] = field(default_factory=lambda: {
+        "SSL_REDIRECT": "false", "HSTS_SECONDS": "0", "HSTS_INCLUDE_SUBDOMAINS": "false",
+        "HSTS_PRELOAD": "false"})
     process: subprocess.Popen | None = None
 
     @property
@@ -127,6 +134,7 @@ class Nginx:
             "FEEDPUB_PAGES_DIR": str(self.pages_dir or self.workdir / "pages"),
             "FEEDPUB_BASE_URL": self.base_url or self.url,
             "FEEDPUB_MAX_AGE": str(self.max_age),
+            **{f"FEEDPUB_SECURE_{name}": value for name, value in self.secure.items()},
         })
         if self.edit is not None:
             text = self.edit(text)

@@ -146,7 +146,10 @@ def test_the_renderer_does_what_envsubst_does():
     values = {"NGINX_PORT": "80", "FEEDPUB_UPSTREAM": "web:8000",
               "NGINX_CACHE_DIR": "/var/cache/nginx/feedpub", "NGINX_CACHE_SIZE": "2g",
               "FEEDPUB_PAGES_DIR": "/srv/feedpub/pages", "FEEDPUB_BASE_URL": "https://x.test",
-              "FEEDPUB_MAX_AGE": "60", "FEEDPUB_LONGPOLL_UPSTREAM": "longpoll:8001"}
+              "FEEDPUB_MAX_AGE": "60", "FEEDPUB_LONGPOLL_UPSTREAM": "longpoll:8001",
+              "FEEDPUB_SECURE_SSL_REDIRECT": "true", "FEEDPUB_SECURE_HSTS_SECONDS": "31536000",
+              "FEEDPUB_SECURE_HSTS_INCLUDE_SUBDOMAINS": "true",
+              "FEEDPUB_SECURE_HSTS_PRELOAD": "true"}
     shell_format = " ".join(f"${{{name}}}" for name in values)
     real = subprocess.run(["envsubst", shell_format], input=TEMPLATE.read_text(),  # noqa: S603, S607
                           env={**os.environ, **values}, capture_output=True, text=True,

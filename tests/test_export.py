@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import gzip
 import os
+import threading
 from datetime import timedelta
 from io import StringIO
 
 import pytest
 from django.core.files.base import ContentFile
 from django.core.management import CommandError, call_command
+from django.urls import set_script_prefix
 
 from archives import documents, export, publishing
 from archives.models import ArchivePage, Feed
-from archives.sealing import seal_all, seal_feed
+from archives.sealing import freeze_linked_pages, seal_all, seal_feed
 
 from .factories import FeedFactory, record_data
 
@@ -188,3 +190,117 @@ def test_nothing_is_exported_when_export_is_off(sealed_feed, pages_dir, settled,
 def test_export_pages_names_an_unknown_feed(db):
     with pytest.raises(CommandError, match="No feed 'nope'"):
         call_command("export_pages", "--feed", "nope")
+
+
+def linking_page_2_after_reading(monkeypatch, feed: Feed) -> None:
+    """Page 2 gains its next-archive link (seal-on-write, another sealer) once an export
+    has read it open, before it writes it: sealing's removal of its open files comes
+    first."""
+    read = export.SealedState.read
+
+    def read_then_seal(pages):
+        states = read(pages)
+        if any(state.number == 2 and not state.has_next for state in states):
+            monkeypatch.setattr(export.SealedState, "read", read)  # once
+            add(feed, 2)
+        return states
+
+    monkeypatch.setattr(export.SealedState, "read", staticmethod(read_then_seal))
+
+
+def test_an_open_page_linked_while_exporting_leaves_no_open_file(sealed_feed, pages_dir,
+                                                                  settled, monkeypatch):
+    linking_page_2_after_reading(monkeypatch, sealed_feed)
+    export.export_pending()
+    assert ArchivePage.objects.get(feed=sealed_feed, number=2).has_next
+    # Never the open copy, which lacks the link: Django answers until the final is written.
+    assert not (pages_dir / PAGE_2 / "open.xml").exists()
+    assert not (pages_dir / PAGE_2 / "rss/open.xml.gz").exists()
+    assert ArchivePage.objects.get(feed=sealed_feed, number=2).exported is None
+    export.export_pending()
+    assert (pages_dir / PAGE_2 / "index.xml").read_bytes() == bytes(
+        ArchivePage.objects.get(feed=sealed_feed, number=2).body)
+
+
+def test_verify_leaves_no_open_file_of_a_page_linked_meanwhile(sealed_feed, pages_dir,
+                                                               settled, monkeypatch):
+    export.export_pending()
+    linking_page_2_after_reading(monkeypatch, sealed_feed)
+    export.verify()  # finds the open files gone (sealing removed them) and writes them
+    assert not (pages_dir / PAGE_2 / "open.xml").exists()
+    assert not (pages_dir / PAGE_2 / "rss/open.xml").exists()
+    assert export.export_pending() == 2  # page 2 final, page 3 open
+    assert (pages_dir / PAGE_2 / "index.xml").exists()
+
+
+def test_a_final_page_exported_again_removes_an_open_copy_left_behind(sealed_feed, pages_dir,
+                                                                      settled):
+    """(An export of the open version that died between its write and its check.)"""
+    export.export_pending()
+    add(sealed_feed, 2)
+    ArchivePage.objects.filter(feed=sealed_feed, number=2).update(exported=None)
+    (pages_dir / PAGE_2 / "open.xml").write_bytes(b"the open version")
+    export.export_pending()
+    assert not (pages_dir / PAGE_2 / "open.xml").exists()
+
+
+def test_export_names_files_by_url_path_without_the_script_prefix(sealed_feed, pages_dir,
+                                                                  settled):
+    set_script_prefix("/mounted/")  # as a request under a SCRIPT_NAME leaves it
+    try:
+        export.export_pending()
+    finally:
+        set_script_prefix("/")
+    assert PAGE_1 + "index.xml" in files(pages_dir)
+    assert "feeds/books/pages/1" in files(pages_dir)
+
+
+def test_directories_are_readable_by_nginx_whatever_the_umask(sealed_feed, pages_dir,
+                                                              settled):
+    old = os.umask(0o077)
+    try:
+        export.export_pending()
+    finally:
+        os.umask(old)
+    directories = [path for path in pages_dir.rglob("*") if path.is_dir()]
+    assert directories
+    assert {path.stat().st_mode & 0o777 for path in directories} == {0o755}
+
+
+def test_a_temporary_file_of_another_writer_is_left_alone(pages_dir):
+    """Another container's writer may have the same process id (1) and thread id."""
+    storage = export.storage()
+    storage.save("a/b.xml", ContentFile(b"old"))
+    theirs = pages_dir / "a" / f".b.xml.{os.getpid()}.{threading.get_ident()}"
+    theirs.write_bytes(b"another writer's, half written")
+    storage.save("a/b.xml", ContentFile(b"new"))
+    assert (pages_dir / "a/b.xml").read_bytes() == b"new"
+    assert theirs.read_bytes() == b"another writer's, half written"
+
+
+def test_a_linked_page_stored_late_is_exported(sealed_feed, pages_dir, settled):
+    """A page exported before its linked page was stored (migration 0004's backfill)."""
+    ArchivePage.objects.filter(feed=sealed_feed, number=1).update(multipart=None)
+    export.export_pending()
+    assert "feeds/books/pages/1" not in files(pages_dir)
+    freeze_linked_pages()
+    assert export.export_pending() == 1
+    assert (pages_dir / "feeds/books/pages/1").read_bytes() == bytes(
+        ArchivePage.objects.get(feed=sealed_feed, number=1).multipart)
+
+
+def test_a_linked_page_stored_while_exporting_stays_pending(sealed_feed, pages_dir, settled,
+                                                            monkeypatch):
+    ArchivePage.objects.filter(feed=sealed_feed, number=1).update(multipart=None)
+    write = export.write
+
+    def stored_meanwhile(page, into=None):
+        write(page, into)
+        if page.number == 1:
+            freeze_linked_pages()
+
+    monkeypatch.setattr(export, "write", stored_meanwhile)
+    export.export_pending()
+    monkeypatch.setattr(export, "write", write)
+    assert export.export_pending() == 1
+    assert "feeds/books/pages/1" in files(pages_dir)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import http.client
+import os
 import time
 from datetime import timedelta
 
@@ -23,6 +24,10 @@ from .nginx_server import Nginx, Response, require_nginx
 # What feedpub says about a document, which nginx must say the same way.
 COMPARED = ("Content-Type", "ETag", "Last-Modified", "Cache-Control", "Link", "Vary",
             "Content-Encoding", "Content-Length")
+# Django's security middleware's (SecurityMiddleware, XFrameOptionsMiddleware).
+SECURITY = ("X-Content-Type-Options", "Referrer-Policy", "Cross-Origin-Opener-Policy",
+            "X-Frame-Options", "Strict-Transport-Security")
+COMPARED += SECURITY
 GZIP = {"Accept-Encoding": "gzip, deflate, br"}
 
 
@@ -31,12 +36,21 @@ def served(live_server, settings, transactional_db, tmp_path, pages_dir):
     """nginx with the deploy template, serving the test's exported pages directory."""
     require_nginx()
     nginx = Nginx(tmp_path / "nginx", f"127.0.0.1:{live_server.thread.port}",
-                  pages_dir=pages_dir, max_age=settings.FEEDPUB_MAX_AGE)
+                  pages_dir=pages_dir, max_age=settings.FEEDPUB_MAX_AGE,
+                  secure=secure_variables(settings))
     settings.FEEDPUB_BASE_URL = nginx.url  # before any page is sealed: pages keep it
     nginx.start()
     nginx.origin = live_server.thread.port
     yield nginx
     nginx.stop()
+
+
+def secure_variables(settings) -> dict[str, str]:
+    """FEEDPUB_SECURE_* (tests/nginx_server.py) as the deploy sets them: feedpub's own."""
+    return {"SSL_REDIRECT": str(settings.SECURE_SSL_REDIRECT).lower(),
+            "HSTS_SECONDS": str(settings.SECURE_HSTS_SECONDS),
+            "HSTS_INCLUDE_SUBDOMAINS": str(settings.SECURE_HSTS_INCLUDE_SUBDOMAINS).lower(),
+            "HSTS_PRELOAD": str(settings.SECURE_HSTS_PRELOAD).lower()}
 
 
 def from_django(nginx: Nginx, path: str, headers: dict | None = None) -> Response:
@@ -137,7 +151,12 @@ def test_feedpub_answers_what_has_no_file_and_what_people_ask_for(served, pages_
         assert answer.status == 200
     assert served.request("/feeds/served/archives/2/?format=html").header(
         "Content-Type").startswith("text/html")
-    assert served.request("/feeds/served/archives/9/").status == 404
+    # A page that does not exist: feedpub's own 404 (not nginx's, nor its error_page's).
+    missing, django = (served.request("/feeds/served/archives/9/"),
+                       from_django(served, "/feeds/served/archives/9/"))
+    assert missing.status == django.status == 404
+    assert missing.body == django.body
+    assert missing.header("Content-Type") == django.header("Content-Type")
 
 
 def test_a_page_gaining_its_next_link_is_served_final_from_its_new_file(served, pages_dir,
@@ -193,3 +212,82 @@ def test_nginx_spells_prev_and_next_archive_as_feedpub_does(served):
         assert from_file(nginx), url
         assert nginx.header("Link") == django.header("Link"), url
         assert nginx.header("Cache-Control") == django.header("Cache-Control"), url
+
+
+def test_a_file_gone_when_nginx_opens_it_is_answered_by_feedpub(served, pages_dir):
+    """try_files finds open.xml, which sealing removes before nginx opens it (the page
+    has just gained its next link): feedpub answers, never a 404. Timed for real that
+    race is rare; a FIFO in the file's place fails the same way every time (try_files
+    accepts any name that is not a directory, the static module answers 404 for what is
+    not a regular file)."""
+    write(FeedFactory(slug="served", page_size=3), 7)  # page 2 open
+    settle_and_export()
+    name = pages_dir / "feeds/served/archives/2/open.xml"
+    name.unlink()
+    os.mkfifo(name)
+    answer, django = (served.request("/feeds/served/archives/2/"),
+                      from_django(served, "/feeds/served/archives/2/"))
+    assert not from_file(answer)
+    assert answer.status == django.status == 200
+    assert answer.body == django.body
+
+
+def https_nginx(live_server, tmp_path, pages_dir, secure: dict[str, str]) -> Nginx:
+    """nginx behind a TLS terminator on 127.0.0.1 (trusted: its X-Forwarded-Proto)."""
+    def trust_localhost(text: str) -> str:
+        return text.replace("    default 0;\n", "    default 0;\n    127.0.0.1 1;\n", 1)
+
+    return Nginx(tmp_path / "nginx-https", f"127.0.0.1:{live_server.thread.port}",
+                 pages_dir=pages_dir, secure=secure, edit=trust_localhost).start()
+
+
+def test_pages_from_files_carry_feedpubs_https_headers(live_server, settings, tmp_path,
+                                                       pages_dir, transactional_db, client):
+    """Over https, the Strict-Transport-Security feedpub sends (its SECURE_HSTS_*
+    settings, mirrored by the template's variables), and plain http, which feedpub
+    redirects to https (SECURE_SSL_REDIRECT), left to feedpub."""
+    require_nginx()
+    settings.SECURE_SSL_REDIRECT = True
+    settings.SECURE_HSTS_SECONDS = 31536000
+    settings.SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    settings.SECURE_HSTS_PRELOAD = False
+    nginx = https_nginx(live_server, tmp_path, pages_dir, secure_variables(settings))
+    try:
+        settings.FEEDPUB_BASE_URL = nginx.url
+        write(FeedFactory(slug="served", page_size=3), 7)
+        settle_and_export()
+        for url in urls([1, 2]):
+            over_https = nginx.request(url, {"X-Forwarded-Proto": "https"})
+            assert from_file(over_https), url
+            # (the live server's middleware keeps the settings it started with; the test
+            # client's reads these)
+            django = client.get(url, headers={"X-Forwarded-Proto": "https"})
+            assert over_https.header("Strict-Transport-Security") \
+                == django["Strict-Transport-Security"] == "max-age=31536000; includeSubDomains"
+            for name in SECURITY:
+                assert over_https.header(name) == django.get(name), name
+            over_http = nginx.request(url, {"X-Forwarded-Proto": "http"})
+            assert not from_file(over_http), url  # feedpub's to answer: a redirect
+            assert client.get(url, headers={"X-Forwarded-Proto": "http"}).status_code == 301
+            assert over_http.header("Strict-Transport-Security") is None
+    finally:
+        nginx.stop()
+
+
+def test_without_https_redirect_plain_http_is_served_from_files(live_server, settings,
+                                                                tmp_path, pages_dir,
+                                                                transactional_db):
+    require_nginx()
+    nginx = https_nginx(live_server, tmp_path, pages_dir, {
+        "SSL_REDIRECT": "false", "HSTS_SECONDS": "0", "HSTS_INCLUDE_SUBDOMAINS": "true",
+        "HSTS_PRELOAD": "true"})
+    try:
+        settings.FEEDPUB_BASE_URL = nginx.url
+        write(FeedFactory(slug="served", page_size=3), 4)
+        settle_and_export()
+        for proto in ("http", "https"):
+            answer = nginx.request("/feeds/served/archives/1/", {"X-Forwarded-Proto": proto})
+            assert from_file(answer)
+            assert answer.header("Strict-Transport-Security") is None  # HSTS_SECONDS 0
+    finally:
+        nginx.stop()
