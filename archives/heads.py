@@ -15,14 +15,24 @@ transaction (whose reads may not be committed), heads are read from the database
 
 How stale a poll can be: from a write's commit to the listener's refreshed row, the
 notification's delivery plus one indexed read, a few milliseconds on one host
-(bench/README.md measures it). A connection that dies without a word (a network partition)
-is found by TCP keepalives and a query every HEARTBEAT seconds, within about 15 s: far
-below FEEDPUB_MAX_AGE, the minute a client or cache keeps the document anyway.
+(bench/README.md measures it). And never more than the lease, whatever happens to the
+listener: it makes a round trip every ROUND seconds, whose answer comes after every
+notification of a commit made before it was sent; once it has handled those, heads are
+trusted for lease() seconds from the moment that round trip began (half of
+FEEDPUB_LAST_MODIFIED_SETTLE). A listener that stalls, or whose connection dies without a
+word, stops renewing it, and polls read the database within the lease. That keeps the
+promise documents.py's Last-Modified rests on: a change is visible within SETTLE seconds
+of its stamp, leaving the other half for the refresh and the response.
 
 Why each rule holds (tests/test_heads.py exercises each on PostgreSQL):
-- A head read by a poll is stored only if no notification arrived since the read began
-  (and the listener did not reconnect): a row read just before a commit whose
+- A head read by a poll is stored only if no notification for that feed arrived since the
+  read began (and the listener did not reconnect): a row read just before a commit whose
   notification was handled while the feed was not cached would otherwise stay.
+- Reads that miss fly together: while one read of a slug is under way, other polls of it
+  wait for its row instead of each opening a connection (a burst of first polls), and take
+  it only if it is still within the lease and no notification for that feed came since.
+- Inside a transaction nothing is read from memory nor kept: the transaction may have
+  written the feed itself, or may roll back what it wrote.
 - A head is never replaced by an older one (by last_seq, sealed_pages and the documents'
   modification times), whoever stores it.
 - Heads are kept by slug and by pk: a renamed feed's old slug goes with the notification of
@@ -35,8 +45,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from functools import partial
@@ -50,16 +62,23 @@ from .models import Feed
 logger = logging.getLogger(__name__)
 
 CHANNEL = "feedpub_changes"
-# Seconds between two checks that the listener's connection is alive, when no
-# notification comes; and the longest the listener blocks before it looks at `stop`.
-HEARTBEAT = 5.0
-WAKE = 0.25
+# Seconds between two round trips of the listener, each of which renews the lease (and is
+# the longest it blocks before it looks at `stop`).
+ROUND = 0.25
+# How many feeds' latest notifications are remembered for the reads under way; a feed
+# forgotten counts as notified when the oldest remembered one was.
+NOTIFIED_KEPT = 4096
 # libpq options of the listener's connection: a peer that vanished without closing is
 # noticed after ~11 s of silence (keepalives) or 10 s of unacknowledged data.
 KEEPALIVES = {"keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 2,
               "keepalives_count": 3, "tcp_user_timeout": 10_000}
 
 Listener = Callable[[frozenset[int] | None], None]
+
+
+def lease() -> float:
+    """Seconds heads stay trusted after the start of the listener's last round trip."""
+    return settings.FEEDPUB_LAST_MODIFIED_SETTLE / 2
 
 
 def announce(feed_id: int) -> None:
@@ -81,6 +100,18 @@ def version(feed: Feed) -> tuple:
             feed.description_modified)
 
 
+class _Flight:
+    """One read of a slug from the database, which other polls of it may wait for."""
+
+    def __init__(self, token: tuple[int, int]):
+        self.token = token  # (epoch, notifications) when it began
+        self.began = time.monotonic()
+        self.done = threading.Event()
+        self.waiting = 0  # polls waiting for it
+        self.head: Feed | None = None
+        self.missing = False  # no such feed
+
+
 class Heads:
     """The heads of up to FEEDPUB_HEADS_CACHE_SIZE feeds, by slug; safe across threads.
 
@@ -96,8 +127,14 @@ class Heads:
         self._slug_by_pk: dict[int, str] = {}
         self._memos: dict[int, dict] = {}  # by pk, for the head kept now
         self._changes = 0  # notifications received, and local forgets
+        # The count above when each feed was last notified (its latest NOTIFIED_KEPT), and
+        # when the feeds not remembered may have been.
+        self._notified: OrderedDict[int, int] = OrderedDict()
+        self._notified_floor = 0
+        self._flights: dict[str, _Flight] = {}  # reads under way, by slug
         self._epoch = 0  # moves whenever listening starts or stops
         self.listening = False
+        self._renewed = -math.inf  # when the last round trip that renewed the lease began
         self.backend_pid: int | None = None  # the listener's, on the server
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -115,31 +152,72 @@ class Heads:
         may roll back what it wrote (tests run in one)."""
         return not connection.in_atomic_block
 
-    def feed_by_slug(self, slug: str) -> Feed:
-        """The feed's head: from memory while listening, else from the database (and then
-        kept, if read outside a transaction). Raises Feed.DoesNotExist."""
+    def trusted(self) -> bool:
+        """Whether heads in memory are true now: listening, within the lease."""
         with self._lock:
-            if self.listening:
-                head = self._by_slug.get(slug)
-                if head is not None:
-                    self._by_slug.move_to_end(slug)
-                    return head
-            token = (self._epoch, self._changes) if self.listening else None
+            return self._trusted()
+
+    def _trusted(self) -> bool:
+        return self.listening and time.monotonic() - self._renewed < lease()
+
+    def feed_by_slug(self, slug: str) -> Feed:
+        """The feed's head: from memory while trusted, else from the database (and then
+        kept, if read outside a transaction). Raises Feed.DoesNotExist."""
         if not self.enabled() or not self.reads_committed():
             return fastsql.feed_by_slug(slug)
         if self._thread is None:
             self.start()
-        head = fastsql.feed_by_slug(slug)
-        if token is not None:
+        with self._lock:
+            if self._trusted():
+                head = self._by_slug.get(slug)
+                if head is not None:
+                    self._by_slug.move_to_end(slug)
+                    return head
+            flight = self._flights.get(slug) if self.listening else None
+            leading = flight is None and self.listening
+            if leading:
+                flight = self._flights[slug] = _Flight((self._epoch, self._changes))
+            elif flight is not None:
+                flight.waiting += 1
+        if flight is None:  # not listening: nothing to keep, nobody to wait for
+            return fastsql.feed_by_slug(slug)
+        return self._fly(slug, flight) if leading else self._join(slug, flight)
+
+    def _fly(self, slug: str, flight: _Flight) -> Feed:
+        """Read the slug's row for the polls waiting on `flight`, and keep it if no
+        notification for it came meanwhile."""
+        try:
+            flight.head = fastsql.feed_by_slug(slug)
+        except Feed.DoesNotExist:
+            flight.missing = True
+            raise
+        finally:
             with self._lock:
-                if self.listening and (self._epoch, self._changes) == token:
-                    self._store(head)
-        return head
+                if self._flights.get(slug) is flight:
+                    del self._flights[slug]
+                if flight.head is not None and self._unchanged_since(flight.token,
+                                                                     flight.head.pk):
+                    self._store(flight.head)
+            flight.done.set()
+        return flight.head
+
+    def _join(self, slug: str, flight: _Flight) -> Feed:
+        """The row of the read under way, if it comes within the lease and no
+        notification for its feed came since it began; else a read of one's own."""
+        flight.done.wait(max(0.0, flight.began + lease() - time.monotonic()))
+        with self._lock:
+            fresh = flight.done.is_set() and time.monotonic() - flight.began < lease()
+            if fresh and flight.missing and flight.token[0] == self._epoch:
+                raise Feed.DoesNotExist(f"no feed {slug!r}")
+            if fresh and flight.head is not None and \
+                    self._unchanged_since(flight.token, flight.head.pk):
+                return flight.head
+        return fastsql.feed_by_slug(slug)
 
     def cached(self, slug: str) -> Feed | None:
         """The feed's head if it is in memory and trusted; never queries."""
         with self._lock:
-            return self._by_slug.get(slug) if self.listening else None
+            return self._by_slug.get(slug) if self._trusted() else None
 
     def memo(self, head: Feed) -> dict | None:
         """A dict for values derived from `head` alone (a document's ETag and headers),
@@ -152,13 +230,28 @@ class Heads:
 
     def forget(self, feed_id: int) -> None:
         with self._lock:
-            self._changes += 1
+            self._notify(feed_id)
             self._drop(feed_id)
 
     def __len__(self) -> int:
         return len(self._by_slug)
 
     # Keeping (under the lock) ----------------------------------------------------------
+
+    def _notify(self, feed_id: int) -> None:
+        """Feed `feed_id` changed: a read of it under way must not be kept."""
+        self._changes += 1
+        self._notified[feed_id] = self._changes
+        self._notified.move_to_end(feed_id)
+        while len(self._notified) > NOTIFIED_KEPT:
+            _, self._notified_floor = self._notified.popitem(last=False)
+
+    def _unchanged_since(self, token: tuple[int, int], feed_id: int) -> bool:
+        """Whether no notification for `feed_id` came since `token` was taken, while
+        listening all along."""
+        epoch, changes = token
+        return (self.listening and self._epoch == epoch
+                and self._notified.get(feed_id, self._notified_floor) <= changes)
 
     def _store(self, head: Feed) -> None:
         old_slug = self._slug_by_pk.get(head.pk)
@@ -190,8 +283,17 @@ class Heads:
             self._by_slug.clear()
             self._slug_by_pk.clear()
             self._memos.clear()
+            self._notified.clear()
+            self._notified_floor = self._changes
             self._epoch += 1
             self.listening = listening
+            self._renewed = -math.inf  # trusted from the first round trip on
+            self._listening_changed.notify_all()
+
+    def _renew(self, began: float) -> None:
+        """Every notification of a commit made before `began` is handled."""
+        with self._lock:
+            self._renewed = began
             self._listening_changed.notify_all()
 
     # The listener ----------------------------------------------------------------------
@@ -216,8 +318,9 @@ class Heads:
         self._stop = threading.Event()
 
     def wait_until_listening(self, timeout: float) -> bool:
+        """Wait until heads are trusted (listening, the lease renewed)."""
         with self._lock:
-            return self._listening_changed.wait_for(lambda: self.listening, timeout)
+            return self._listening_changed.wait_for(self._trusted, timeout)
 
     def subscribe(self, callback: Listener) -> None:
         """Call `callback` in the listener's thread with the pks of feeds whose heads
@@ -281,25 +384,35 @@ class Heads:
 
     def _listen(self, db) -> None:
         raw = db.connection
-        quiet = 0.0
         while not self._stop.is_set():
-            # Not while a query runs on the same connection: notifies() holds its lock.
-            received = [note for note in raw.notifies(timeout=WAKE, stop_after=1)
-                        if note.channel == CHANNEL]
-            if not received:
-                quiet += WAKE
-                if quiet >= HEARTBEAT:
-                    with db.cursor() as cursor:
-                        cursor.execute("SELECT 1")
-                    quiet = 0.0
-                continue
-            quiet = 0.0
-            changed = frozenset(_feed_ids(note.payload for note in received))
-            with self._lock:  # before any refresh: see the module docstring
-                self._changes += 1
+            began = time.monotonic()
+            self._round_trip(db)
+            # Received during the round trip (psycopg keeps them): every commit before
+            # `began`, and maybe later ones.
+            self._handle(db, raw.notifies(timeout=0))
+            self._renew(began)
+            # Until the next round trip, handle each notification as it comes.
+            while (left := began + ROUND - time.monotonic()) > 0 and not self._stop.is_set():
+                # Not while a query runs on the same connection: notifies() holds its lock.
+                self._handle(db, raw.notifies(timeout=left, stop_after=1))
+
+    def _round_trip(self, db) -> None:
+        """A query and its answer, which the server sends after the notifications of
+        every commit before the query (and which finds a dead connection)."""
+        with db.cursor() as cursor:
+            cursor.execute("SELECT 1")
+
+    def _handle(self, db, notifications) -> None:
+        received = [note for note in notifications if note.channel == CHANNEL]
+        if not received:
+            return
+        changed = frozenset(_feed_ids(note.payload for note in received))
+        with self._lock:  # before any refresh: see the module docstring
             for feed_id in changed:
-                self._refresh(db, feed_id)
-            self._tell(changed)
+                self._notify(feed_id)
+        for feed_id in changed:
+            self._refresh(db, feed_id)
+        self._tell(changed)
 
     def _refresh(self, db, feed_id: int) -> None:
         with self._lock:

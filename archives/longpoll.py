@@ -13,12 +13,19 @@ preferences a server does not honour. Under WSGI (gunicorn's sync workers) nothi
 
 Waking is cheap. One watcher per feed being waited on learns of changes from
 archives/heads.py's listener (PostgreSQL NOTIFY, delivered on commit) or, without one
-(SQLite, or while the listener is down), by reading the feed's head every RECHECK seconds.
+(SQLite, or while heads are not trusted), by reading the feed's head every RECHECK
+seconds.
 On a change it asks Django once for the new response per variant of the waiting requests
 (path, query, Accept, Accept-Encoding, Host, method: what Django's answer depends on), and
 sends the same bytes to every waiter of that variant whose ETag they no longer match. So
 5,000 waiters of one feed cost one rendering and 5,000 writes, not 5,000 requests through
-Django (bench/longpoll.py measures both).
+Django (bench/longpoll.py measures both). Those renderings carry none of the waiters'
+credentials (Cookie, Authorization): only the headers that choose the variant.
+
+When the server shuts down (SIGTERM or SIGINT, or the lifespan's shutdown), every held
+request gets its 304 at once, so that a restart is not held up by waits of up to
+FEEDPUB_LONG_POLL_MAX_WAIT seconds. (uvicorn sends the lifespan's shutdown only after
+every request is answered, hence the signals.)
 """
 
 from __future__ import annotations
@@ -27,6 +34,8 @@ import asyncio
 import contextlib
 import logging
 import re
+import signal
+import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -45,8 +54,11 @@ LONG_POLLED = re.compile(r"^/feeds/(?P<slug>[-a-zA-Z0-9_]+)/(?:rss/)?$")
 RECHECK = 0.5
 # What Django's answer to a long-polled URL depends on, besides method, path and query.
 VARIANT_HEADERS = (b"host", b"accept", b"accept-encoding", b"x-forwarded-proto")
-# What a long poll adds, and a rendering for all of its variant's waiters leaves out.
-CONDITIONAL_HEADERS = (b"if-none-match", b"if-modified-since", b"prefer")
+# The longest `wait` read (RFC 7240: a preference not understood is ignored), which also
+# keeps int() away from a number of thousands of digits.
+WAIT_DIGITS = 9
+# The signals that stop the server.
+STOPPING = (signal.SIGTERM, signal.SIGINT)
 
 Scope = dict
 Receive = Callable[[], Awaitable[dict]]
@@ -65,7 +77,8 @@ def requested_wait(headers: list[tuple[bytes, bytes]]) -> int | None:
         value = value.strip()
         if len(value) > 1 and value[0] == value[-1] == '"':
             value = value[1:-1]
-        return int(value) if value.isascii() and value.isdigit() else None
+        understood = value.isascii() and value.isdigit() and len(value) <= WAIT_DIGITS
+        return int(value) if understood else None
     return None
 
 
@@ -147,9 +160,10 @@ class Watcher:
             await self.read_head()
             self.ready.set()
             while self.waiters:
-                timeout = None if heads.listening else RECHECK
-                with contextlib.suppress(TimeoutError):  # a RECHECK tick
-                    await asyncio.wait_for(self.changed.wait(), timeout)
+                # Woken by the listener; and, in case it stalls or is away, every RECHECK
+                # (from memory while heads are trusted: no query).
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.changed.wait(), RECHECK)
                 self.changed.clear()
                 if not self.waiters:
                     break
@@ -213,8 +227,10 @@ async def _until_disconnected(receive: Receive, woken: asyncio.Future) -> None:
 
 
 def _unconditional(scope: Scope) -> Scope:
+    """The request for every waiter of its variant: no validators, no Prefer, no
+    credentials (one waiter's Cookie must not answer for the others)."""
     return {**scope, "headers": [(name, value) for name, value in scope["headers"]
-                                 if name not in CONDITIONAL_HEADERS]}
+                                 if name in VARIANT_HEADERS]}
 
 
 def _read_head(slug: str) -> Feed | None:
@@ -236,18 +252,20 @@ class LongPolling:
         self.watchers: dict[str, Watcher] = {}
         self.by_pk: dict[int, Watcher] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.closing = False  # the server is shutting down: nothing is held any more
         # Heads read from the database (SQLite, or not kept) outside the event loop, in
         # one thread with one connection.
         self.database = ThreadPoolExecutor(max_workers=1, thread_name_prefix="longpoll")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
-            return await _lifespan(receive, send)
+            return await self.lifespan(receive, send)
         match = LONG_POLLED.match(scope["path"]) if scope["type"] == "http" else None
         if match is None or scope["method"] not in ("GET", "HEAD"):
             return await self.app(scope, receive, send)
         wait = requested_wait(scope["headers"])
-        if not wait or not any(name == b"if-none-match" for name, _ in scope["headers"]):
+        if not wait or not any(name == b"if-none-match" for name, _ in scope["headers"]) \
+                or self.closing:
             return await self.app(scope, receive, send)
         await self.hold(match["slug"], scope, receive, send,
                         min(wait, settings.FEEDPUB_LONG_POLL_MAX_WAIT))
@@ -272,6 +290,8 @@ class LongPolling:
                 if not waiter.missed:
                     break
                 waiter.missed = False
+            if self.closing:
+                return await answer.send(send)  # stopping: not held
             waiter.etag = answer.header(b"etag")
             # One future says how the wait ended: a new answer, the time up, the client
             # gone. (Cheaper to wake by the thousand than asyncio.wait on several.)
@@ -279,19 +299,61 @@ class LongPolling:
             timer = self.loop.call_later(wait, _resolve, woken, TIME_UP)
             # (Kept on the waiter: the loop holds tasks only weakly.)
             waiter.listener = asyncio.ensure_future(_until_disconnected(receive, woken))
+            applied: int | None = wait
             try:
                 outcome = await woken
-            except Exception:  # the watcher failed: the 304 Django gave stands
-                outcome = TIME_UP
+            except Exception:  # the watcher failed: the 304 Django gave stands, unwaited
+                outcome, applied = TIME_UP, None
             finally:
                 timer.cancel()
             if outcome is GONE:
                 return
-            await (answer if outcome is TIME_UP else outcome).send(send, applied=wait)
+            await (answer if outcome is TIME_UP else outcome).send(send, applied=applied)
         finally:
             watcher.waiters.discard(waiter)
             if not watcher.waiters:
                 watcher.changed.set()  # nobody waits: let it go
+
+    # Shutting down --------------------------------------------------------------------
+
+    async def lifespan(self, receive: Receive, send: Send) -> None:
+        """Django's ASGI handler serves HTTP only: answer the server's lifespan messages,
+        and release every held request when it shuts down."""
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                self.release_on_signals()
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                self.release()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    def release_on_signals(self) -> None:
+        """Release the held requests on the signals that stop the server, before its
+        own handlers (which wait for every request to be answered) run."""
+        if threading.current_thread() is not threading.main_thread():
+            return  # a server in a thread (tests) installs no signal handlers either
+        loop = asyncio.get_running_loop()
+        for number in STOPPING:
+            previous = signal.getsignal(number)
+            if not callable(previous):
+                continue  # default or ignored: not the server's; leave it alone
+
+            def handler(signum, frame, previous=previous):
+                loop.call_soon_threadsafe(self.release)
+                previous(signum, frame)
+
+            signal.signal(number, handler)
+
+    def release(self) -> None:
+        """On the event loop: answer every held request with its 304 now, and hold no
+        more (the server is stopping)."""
+        self.closing = True
+        for watcher in list(self.watchers.values()):
+            for waiter in list(watcher.waiters):
+                if waiter.etag is not None:  # (those being asked are not held: see hold)
+                    _resolve(waiter.woken, TIME_UP)
 
     # Watchers and notifications ---------------------------------------------------------
 
@@ -342,13 +404,3 @@ class LongPolling:
         return await asyncio.get_running_loop().run_in_executor(self.database, function,
                                                                 *args)
 
-
-async def _lifespan(receive: Receive, send: Send) -> None:
-    """Django's ASGI handler serves HTTP only: answer the server's lifespan messages."""
-    while True:
-        message = await receive()
-        if message["type"] == "lifespan.startup":
-            await send({"type": "lifespan.startup.complete"})
-        elif message["type"] == "lifespan.shutdown":
-            await send({"type": "lifespan.shutdown.complete"})
-            return

@@ -7,7 +7,9 @@
 #   longpoll the Django app under uvicorn (ASGI), for long polls only (nginx routes them
 #            here): one process holds thousands of waiting requests. Without persistent
 #            database connections: Django serves each ASGI request in a thread of its own
-#            (most long polls need no query: archives/heads.py)
+#            (most long polls need no query: archives/heads.py); past
+#            LONGPOLL_LIMIT_CONCURRENCY connections (10,000: twice the 5,000 consumers it is
+#            sized for) it answers 503 instead of piling up threads and connections
 #   sealer   seal full archive pages every SEAL_INTERVAL seconds (any number may run), and
 #            snapshot each changed feed every FEEDPUB_SNAPSHOT_EVERY seconds (0: never)
 #   websub   the WebSub worker: verify subscription intents, deliver each change to the
@@ -24,7 +26,7 @@ case "${1:-web}" in
     exec gunicorn -c deploy/gunicorn.conf.py feedpub.wsgi
     ;;
   longpoll)
-    exec env CONN_MAX_AGE=0 uvicorn feedpub.asgi:application --host "${LONGPOLL_HOST:-0.0.0.0}" --port "${LONGPOLL_PORT:-8001}" --workers "${LONGPOLL_WORKERS:-1}" --loop uvloop --http httptools --backlog 4096 --no-access-log --proxy-headers --forwarded-allow-ips "${FORWARDED_ALLOW_IPS:-*}"
+    exec env CONN_MAX_AGE=0 uvicorn feedpub.asgi:application --host "${LONGPOLL_HOST:-0.0.0.0}" --port "${LONGPOLL_PORT:-8001}" --workers "${LONGPOLL_WORKERS:-1}" --loop uvloop --http httptools --backlog 4096 --limit-concurrency "${LONGPOLL_LIMIT_CONCURRENCY:-10000}" --no-access-log --proxy-headers --forwarded-allow-ips "${FORWARDED_ALLOW_IPS:-*}"
     ;;
   sealer)
     exec python manage.py seal_archives --watch "${SEAL_INTERVAL:-5}" \

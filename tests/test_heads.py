@@ -4,8 +4,12 @@ true, one at a time. tests/test_heads_postgres.py runs them against LISTEN/NOTIF
 
 from __future__ import annotations
 
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from archives import fastsql, publishing
@@ -27,6 +31,7 @@ def trusting(monkeypatch):
     """A Heads of its own that believes it listens, reading outside any transaction."""
     kept = Heads()
     kept.listening = True
+    kept._renewed = float("inf")  # a lease that never ends
     monkeypatch.setattr(Heads, "enabled", staticmethod(lambda: True))
     monkeypatch.setattr(Heads, "start", lambda self: None)
     monkeypatch.setattr(Heads, "reads_committed", staticmethod(lambda: True))
@@ -73,7 +78,8 @@ def test_a_head_read_while_a_notification_arrives_is_not_kept(books, trusting, m
 
     def read_while_a_notification_arrives(slug):
         row = read(slug)
-        trusting._changes += 1  # what the listener does on receipt, before any refresh
+        with trusting._lock:  # what the listener does on receipt, before any refresh
+            trusting._notify(row.pk)
         return row
 
     monkeypatch.setattr(fastsql, "feed_by_slug", read_while_a_notification_arrives)
@@ -114,3 +120,92 @@ def test_values_derived_from_a_head_live_as_long_as_it_is_kept(books, trusting):
         trusting._store(Feed.objects.get(slug="books"))
     assert trusting.memo(kept) is None
     assert trusting.memo(trusting.cached("books")) == {}
+
+
+def test_inside_a_transaction_a_read_sees_its_own_write(books, trusting, monkeypatch):
+    """A kept head is not the answer inside atomic(): the block may have written it."""
+    trusting.feed_by_slug("books")
+    assert trusting.cached("books") is not None
+    monkeypatch.setattr(Heads, "reads_committed",
+                        staticmethod(lambda: not connection.in_atomic_block))
+    with transaction.atomic():
+        publishing.put_record(feed=books, key="k2", data=record_data(2))
+        assert trusting.feed_by_slug("books").last_seq == 2
+
+
+def test_a_notification_for_another_feed_does_not_stop_a_read_from_being_kept(
+        books, trusting, monkeypatch):
+    other = FeedFactory(slug="films")
+    read = fastsql.feed_by_slug
+
+    def read_while_another_feed_is_notified(slug):
+        row = read(slug)
+        with trusting._lock:
+            trusting._notify(other.pk)
+        return row
+
+    monkeypatch.setattr(fastsql, "feed_by_slug", read_while_another_feed_is_notified)
+    trusting.feed_by_slug("books")
+    assert trusting.cached("books") is not None
+
+
+def test_the_notifications_remembered_stay_within_their_bound(trusting, monkeypatch):
+    monkeypatch.setattr("archives.heads.NOTIFIED_KEPT", 3)
+    token = (trusting._epoch, trusting._changes)
+    with trusting._lock:
+        for pk in range(1, 6):
+            trusting._notify(pk)
+        assert list(trusting._notified) == [3, 4, 5]
+        # A feed no longer remembered counts as notified as late as the last one forgotten.
+        assert not trusting._unchanged_since(token, 1)
+        assert trusting._unchanged_since((trusting._epoch, trusting._changes), 1)
+
+
+def test_polls_of_a_feed_not_kept_make_one_read_together(books, trusting, monkeypatch):
+    """A burst of first polls: one goes to the database, the others take its row."""
+    row = Feed.objects.get(slug="books")
+    reads, release = [], threading.Event()
+
+    def slow_read(slug):
+        reads.append(slug)
+        release.wait(5)
+        return row
+
+    monkeypatch.setattr(fastsql, "feed_by_slug", slow_read)
+    with ThreadPoolExecutor(8) as pool:
+        polls = [pool.submit(trusting.feed_by_slug, "books") for _ in range(8)]
+        deadline = time.monotonic() + 5
+        while not (trusting._flights.get("books") and
+                   trusting._flights["books"].waiting == 7):
+            assert time.monotonic() < deadline, "the polls never met"
+            time.sleep(0.005)
+        release.set()
+        assert {poll.result(timeout=5).pk for poll in polls} == {books.pk}
+    assert reads == ["books"]
+    assert trusting.cached("books") is row
+
+
+def test_a_poll_does_not_take_a_read_that_overlapped_its_feeds_notification(
+        books, trusting, monkeypatch):
+    row = Feed.objects.get(slug="books")
+    reads, release = [], threading.Event()
+
+    def slow_read(slug):
+        reads.append(slug)
+        if len(reads) == 1:
+            release.wait(5)
+        return row
+
+    monkeypatch.setattr(fastsql, "feed_by_slug", slow_read)
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(trusting.feed_by_slug, "books")
+        while not trusting._flights.get("books"):
+            time.sleep(0.005)
+        second = pool.submit(trusting.feed_by_slug, "books")
+        while trusting._flights["books"].waiting < 1:
+            time.sleep(0.005)
+        trusting.forget(books.pk)  # a write to it committed while it was read
+        release.set()
+        first.result(timeout=5), second.result(timeout=5)
+    assert reads == ["books", "books"]  # the second read again
+    assert trusting.cached("books") is None

@@ -19,7 +19,7 @@ from django.test.utils import CaptureQueriesContext
 from lxml import etree
 
 from archives import publishing
-from archives.heads import heads
+from archives.heads import heads, lease
 from archives.models import Feed
 from archives.sealing import seal_feed
 
@@ -263,3 +263,36 @@ def test_a_forked_child_starts_with_no_heads_and_no_listener(client, books):
     assert os.waitstatus_to_exitcode(status) == 0
     assert heads.listening
     assert len(heads) == 1
+
+
+@pytest.mark.usefixtures("elsewhere")
+def test_a_stalled_listener_stops_being_trusted_within_the_lease(client, books, settings,
+                                                                monkeypatch):
+    """Its connection alive but silent (a partition, a stuck thread): polls read the
+    database once the lease runs out, so a change is seen within SETTLE seconds of its
+    commit (documents.py's Last-Modified relies on it), not after TCP timeouts."""
+    settings.FEEDPUB_LAST_MODIFIED_SETTLE = 1
+    etag = warm(client)
+    stalled, unstall = threading.Event(), threading.Event()
+    round_trip = heads._round_trip
+
+    def stuck(db):
+        stalled.set()
+        unstall.wait(10)
+        round_trip(db)
+
+    monkeypatch.setattr(heads, "_round_trip", stuck)
+    try:
+        assert stalled.wait(2), "the listener made no round trip"
+        began = time.monotonic()
+        publishing.put_record(feed=books, key="k2", data=record_data(2))  # heard by nobody
+        response = seen_within(client, changed, etag=etag, bound=lease() + 0.2)
+        assert titles(response) == ["Record 2", "Record 1"]
+        assert time.monotonic() - began <= lease() + 0.2
+        assert heads.listening
+        assert not heads.trusted()
+    finally:
+        unstall.set()
+    assert heads.wait_until_listening(5)
+    assert seen_within(client, lambda response: response.status_code == 304,
+                       etag=response["ETag"])

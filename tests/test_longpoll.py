@@ -5,7 +5,9 @@ applies. On PostgreSQL waiters are woken by NOTIFY, on SQLite by re-reading the 
 
 from __future__ import annotations
 
+import asyncio
 import gzip
+import signal
 import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -15,8 +17,8 @@ import pytest
 from django.db import connection
 from lxml import etree
 
-from archives import publishing
-from archives.longpoll import requested_wait
+from archives import longpoll, publishing
+from archives.longpoll import LongPolling, Watcher, requested_wait
 
 from .asgi_server import AsgiServer
 from .factories import FeedFactory, record_data
@@ -106,7 +108,8 @@ def test_the_wait_is_capped(server, books, settings):
 
 
 @pytest.mark.parametrize("prefer", ["wait=abc", "wait=", "wait=-1", "wait=1.5", "wait=0",
-                                    "respond-async", "handling=lenient"])
+                                    "respond-async", "handling=lenient",
+                                    "wait=" + "9" * 5000, "wait=1234567890"])
 def test_a_preference_it_does_not_apply_is_ignored(server, books, prefer):
     etag = current_etag(server)
     response, took = get(server, **{"If-None-Match": etag, "Prefer": prefer})
@@ -201,3 +204,83 @@ def test_under_wsgi_a_long_poll_is_answered_at_once(client, books):
     assert response.status_code == 304
     assert "Preference-Applied" not in response
     assert time.monotonic() - began < 1
+
+
+def test_held_polls_are_answered_at_once_when_the_server_stops(server, books):
+    etag = current_etag(server)
+    with ThreadPoolExecutor(2) as pool:
+        waiting = [pool.submit(get, server, **{"If-None-Match": etag, "Prefer": "wait=30"})
+                   for _ in range(2)]
+        server.wait_for_waiters("books", 2)
+        began = time.monotonic()
+        server.application.loop.call_soon_threadsafe(server.application.release)
+        responses = [future.result(timeout=5)[0] for future in waiting]
+    assert time.monotonic() - began < 2
+    assert [response.status_code for response in responses] == [304, 304]
+    # Once stopping, nothing is held.
+    response, took = get(server, **{"If-None-Match": etag, "Prefer": "wait=30"})
+    assert response.status_code == 304
+    assert took < 2
+
+
+def test_the_stopping_signals_release_held_polls_before_the_server_hears_them(monkeypatch):
+    """As under uvicorn, whose own handlers wait for every request to be answered."""
+    heard, released = [], []
+    polling = LongPolling(app=None)
+    monkeypatch.setattr(polling, "release", lambda: released.append(True))
+    monkeypatch.setattr(longpoll, "STOPPING", (signal.SIGUSR2,))
+    before = signal.signal(signal.SIGUSR2, lambda signum, frame: heard.append(signum))
+
+    async def start_then_stop():
+        polling.release_on_signals()
+        signal.raise_signal(signal.SIGUSR2)
+        await asyncio.sleep(0.05)
+
+    try:
+        asyncio.run(start_then_stop())
+    finally:
+        signal.signal(signal.SIGUSR2, before)
+    assert heard == [signal.SIGUSR2]
+    assert released == [True]
+
+
+def test_waiters_credentials_are_not_sent_with_the_rendering_for_all(server, books):
+    application = server.application
+    seen = []
+    django = application.app
+
+    async def recording(scope, receive, send):
+        seen.append(dict(scope["headers"]))
+        await django(scope, receive, send)
+
+    application.app = recording
+    etag = current_etag(server)
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(get, server, **{"If-None-Match": etag, "Prefer": "wait=20",
+                                              "Cookie": "sessionid=secret",
+                                              "Authorization": "Token secret"})
+        server.wait_for_waiters("books", 1)
+        publishing.put_record(feed=books, key="k2", data=record_data(2))
+        response, _ = waiting.result(timeout=25)
+    assert response.status_code == 200
+    rendering = [headers for headers in seen if b"if-none-match" not in headers]
+    assert rendering, "the change was not rendered once for all"
+    assert all(b"cookie" not in headers and b"authorization" not in headers
+               for headers in rendering)
+
+
+def test_when_watching_fails_the_304_goes_out_without_preference_applied(server, books,
+                                                                         monkeypatch):
+    async def failing(self):
+        raise RuntimeError("rendering failed")
+
+    monkeypatch.setattr(Watcher, "wake", failing)
+    etag = current_etag(server)
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(get, server, **{"If-None-Match": etag, "Prefer": "wait=20"})
+        server.wait_for_waiters("books", 1)
+        publishing.put_record(feed=books, key="k2", data=record_data(2))
+        response, took = waiting.result(timeout=25)
+    assert response.status_code == 304
+    assert "Preference-Applied" not in response.headers
+    assert took < 5
