@@ -77,7 +77,7 @@ def seal_all(*, dry_run: bool = False,
 
 # Pages sealed before every format was stored with them get theirs on each pass until none
 # is left; pages sealed since have all of them, so a process stops looking once it finds
-# none (and a pass with nothing to do stays one query).
+# none (and a pass with nothing to do stays the one query of seal_all's docstring).
 _backfilled = False
 
 
