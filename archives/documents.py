@@ -269,7 +269,43 @@ class SubscriptionDocument(FeedDocument):
 final_pages = PageCache(settings.FEEDPUB_PAGE_CACHE_BYTES)
 
 
-class ArchiveDocument(Document):
+class FrozenDocument(Document):
+    """A sealed page's frozen bytes (`_body`, `_content_etag`, `_modified`), served by
+    Django and, once exported (archives/export.py), by nginx from a file: while
+    `exported_as_file`, its ETags are the file's (`file_etag`, see ArchiveDocument for why
+    they are strong validators), else the hash of its bytes."""
+
+    exported_as_file = True
+
+    @cached_property
+    def _etag(self) -> str:
+        if not self.exported_as_file:
+            return self._content_etag
+        return file_etag(visible_second(self._modified), len(self._body))
+
+    def etag(self) -> str:
+        return self._etag
+
+    @cached_property
+    def _gzip_etag(self) -> str:
+        if not self.exported_as_file:
+            return gzip_etag(self._content_etag)
+        return file_etag(visible_second(self._modified), len(self.gzipped()))
+
+    def gzip_etag(self) -> str:
+        return self._gzip_etag
+
+    def gzipped(self) -> bytes:
+        return gzipped(self._content_etag, self._body)
+
+    def modified(self) -> datetime:
+        return self._modified
+
+    def body(self) -> bytes:
+        return self._body
+
+
+class ArchiveDocument(FrozenDocument):
     """/feeds/<slug>/archives/<n>/: a sealed page, served from the bytes frozen when it
     was sealed; the one change it may receive is its next-archive link.
 
@@ -326,31 +362,8 @@ class ArchiveDocument(Document):
         body = atom.add_next_archive(body, atom.archive_url(slug, number + 1))
         return body, bytes_etag(body)
 
-    @cached_property
-    def _etag(self) -> str:
-        return file_etag(visible_second(self._modified), len(self._body))
-
-    def etag(self) -> str:
-        return self._etag
-
-    @cached_property
-    def _gzip_etag(self) -> str:
-        return file_etag(visible_second(self._modified), len(self.gzipped()))
-
-    def gzip_etag(self) -> str:
-        return self._gzip_etag
-
-    def gzipped(self) -> bytes:
-        return gzipped(self._content_etag, self._body)
-
-    def modified(self) -> datetime:
-        return self._modified
-
     def links(self) -> list[tuple[str, str]]:
         return atom.archive_links(self.slug, self.number, has_next=self.final)
-
-    def body(self) -> bytes:
-        return self._body
 
 
 # The sealed page a date route leads to, by (slug, instant): final once found, since a
@@ -662,7 +675,7 @@ class RssSubscriptionDocument(SubscriptionDocument):
     shown = tuple(name for name in SubscriptionDocument.shown if name != "author")
 
 
-class RssArchiveDocument(Document):
+class RssArchiveDocument(FrozenDocument):
     """/feeds/<slug>/archives/<n>/rss/: archive page n's RSS 2.0 twin, served from the bytes
     frozen with the page (ArchivePage.rss) and given its next-archive link with it. A page
     sealed before those were stored (migration 0007) is rendered from its entries, as the
@@ -714,38 +727,15 @@ class RssArchiveDocument(Document):
         """The twin's bytes once it has its next-archive link."""
         return rss.add_next_archive(body, rss.rss_archive_url(slug, number + 1))
 
-    @cached_property
-    def _etag(self) -> str:
-        if not self.frozen:
-            return self._content_etag
-        return file_etag(visible_second(self._modified), len(self._body))
-
-    def etag(self) -> str:
-        return self._etag
-
-    @cached_property
-    def _gzip_etag(self) -> str:
-        if not self.frozen:
-            return gzip_etag(self._content_etag)
-        return file_etag(visible_second(self._modified), len(self.gzipped()))
-
-    def gzip_etag(self) -> str:
-        return self._gzip_etag
-
-    def gzipped(self) -> bytes:
-        return gzipped(self._content_etag, self._body)
-
-    def modified(self) -> datetime:
-        return self._modified
+    @property
+    def exported_as_file(self) -> bool:
+        return self.frozen  # a twin rendered per request is nobody's file yet
 
     def last_modified(self) -> int | None:
         return super().last_modified() if self.frozen else None
 
     def links(self) -> list[tuple[str, str]]:
         return rss.archive_links(self.slug, self.number, has_next=self.has_next)
-
-    def body(self) -> bytes:
-        return self._body
 
 
 # RFC 5005's complete and paged feeds (archives/atom.py renders them) -------------------
