@@ -1,4 +1,4 @@
-"""Admin for people: feeds and records change only through `archives.publishing`.
+"""Admin for people: feeds and records change only through `archives.log.publishing`.
 
 Record and feed forms check their input with archives.validation, the same rules the API
 applies. Saving a record is a put (one entry per real change), deleting one appends a
@@ -22,7 +22,9 @@ from django.utils.text import Truncator
 from django.utils.timezone import localtime
 from django.utils.translation import ngettext
 
-from . import atom, publishing, sealing, validation
+from . import validation
+from .documents import atom
+from .log import publishing, sealing
 from .models import ArchivePage, Entry, Feed, Record
 from .validation import RECORD_FIELDS, clean_feed_text, clean_record
 

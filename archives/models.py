@@ -1,7 +1,7 @@
 """Feeds, their records, the append-only log of entries, and sealed archive pages.
 
-Rows here are written only by `archives.publishing` (feeds, records, entries) and
-`archives.sealing` (archive pages); see DESIGN.md "The write path".
+Rows here are written only by `archives.log.publishing` (feeds, records, entries) and
+`archives.log.sealing` (archive pages); see DESIGN.md "The write path".
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ class Feed(models.Model):
     last_updated = models.DateTimeField(null=True, blank=True, editable=False)
     # How far the feed is sealed: pages 1..sealed_pages hold entries 1..sealed_pages*page_size.
     sealed_pages = models.PositiveIntegerField(default=0, editable=False)
-    # When documents' bytes last changed, for their Last-Modified (archives/documents.py);
+    # When documents' bytes last changed, for their Last-Modified (archives/documents/base.py);
     # apart from entries' `updated`, since a seal or a retitle changes bytes too.
     # The feed's own description (slug, title, subtitle, author, language): every document
     # shows it.
@@ -104,7 +104,7 @@ class Feed(models.Model):
     def frozen_fields(self) -> list[str]:
         """Fields that may no longer change: the slug names every archive URI, promised once
         a page is sealed; the page size sets every page's range, and linked pages are
-        served from the first entry on (archives.publishing.update_feed enforces it)."""
+        served from the first entry on (archives.log.publishing.update_feed enforces it)."""
         return [name for name, frozen in (("slug", self.sealed_pages > 0),
                                           ("page_size", self.last_seq > 0)) if frozen]
 
@@ -222,15 +222,15 @@ class ArchivePage(models.Model):
     # When `body` last changed: sealed, or given its next-archive link (its Last-Modified).
     modified = models.DateTimeField(default=timezone.now)
     # The same entries as linked-pages page `number`: a multipart/mixed body, frozen at
-    # seal time (archives/linkedpages.py). Its links are headers, so it never changes.
+    # seal time (archives/documents/linkedpages.py). Its links are headers, so it never changes.
     multipart = models.BinaryField(null=True)
-    # The RSS 2.0 twin of `body` (archives/rss.py), frozen in the same transaction and
+    # The RSS 2.0 twin of `body` (archives/documents/rss.py), frozen in the same transaction and
     # given its next-archive link at the same moment. Null on pages sealed before it was
     # stored (migration 0007) until sealing.freeze_rss_pages backfills it.
     rss = models.BinaryField(null=True)
     # The `modified` of the version written to the `feedpub_pages` storage (null: none
     # yet); behind `modified` while the current version waits for its export
-    # (archives/export.py).
+    # (archives/storage/export.py).
     exported = models.DateTimeField(null=True)
 
     class Meta:
@@ -266,7 +266,7 @@ class ArchivePage(models.Model):
 
 class Snapshot(models.Model):
     """The live records of a feed as of one entry (`last_seq`), frozen into pages of
-    PUT entities (archives/snapshots.py): a linked-pages consumer's entry point."""
+    PUT entities (archives/storage/snapshots.py): a linked-pages consumer's entry point."""
 
     # No index of its own: the (feed, complete, created) index serves every lookup by feed.
     feed = models.ForeignKey(Feed, on_delete=models.PROTECT, related_name="snapshots",
@@ -315,7 +315,7 @@ class SnapshotPage(models.Model):
 
 
 class Subscription(models.Model):
-    """A WebSub subscription (archives/websub.py): a callback told of every change of one
+    """A WebSub subscription (archives/push/): a callback told of every change of one
     topic, a feed's document in one format, until its lease expires.
 
     A row is made by a subscription request and becomes active once the callback has

@@ -15,7 +15,7 @@ docker-compose.yml does (`deploy/entrypoint.sh longpoll`: uvicorn, one worker) o
    commit (put_record's return) to the last byte of its 200 (CLOCK_MONOTONIC is one clock
    for every process of the machine).
 
-Before that, how stale a poll from memory can be (archives/heads.py): this process keeps
+Before that, how stale a poll from memory can be (archives/db/heads.py): this process keeps
 the feed's head, commits 200 writes one at a time, and times each from the commit to the
 moment its head in memory shows it (NOTIFY delivered, row read again by the listener).
 
@@ -133,7 +133,7 @@ def uvicorn_pid(shell: subprocess.Popen) -> int:
 
 
 def round_trip(consumers: int, processes: int, etag: str, pid: int, n: int) -> dict:
-    from archives import publishing
+    from archives.log import publishing
     from archives.models import Feed
 
     results = multiprocessing.Queue()
@@ -167,8 +167,8 @@ def round_trip(consumers: int, processes: int, etag: str, pid: int, n: int) -> d
 
 def staleness(writes: int) -> list[float]:
     """Milliseconds from each write's commit to this process's head showing it."""
-    from archives import publishing
-    from archives.heads import heads
+    from archives.db.heads import heads
+    from archives.log import publishing
     from archives.models import Feed
 
     heads.start()
@@ -245,7 +245,7 @@ def main() -> None:
     django.setup()
     from django.db import connections
 
-    from archives import publishing
+    from archives.log import publishing
 
     feed = publishing.create_feed(slug="lp", title="Long-polled feed", page_size=1000)
     publishing.apply_batch(feed=feed, operations=[

@@ -32,7 +32,7 @@ def fill(count: int) -> None:
 
     from django.db.models import Max
 
-    from archives import fastsql
+    from archives.db import fastsql
     from archives.models import Feed
 
     have = Feed.objects.count()
@@ -82,7 +82,9 @@ def main() -> None:
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
 
-    from archives import documents, sealing
+    from archives.documents import base
+    from archives.documents import feeds as feed_documents
+    from archives.log import sealing
     from archives.models import NEEDS_SEALING, Feed
 
     fill(options.feeds)
@@ -130,13 +132,13 @@ def main() -> None:
     began = time.perf_counter()
     slugs = Feed.objects.order_by("?").values_list("slug", flat=True)[:options.polls]
     for slug in slugs:
-        documents.SubscriptionDocument.for_slug(slug).body()
+        feed_documents.SubscriptionDocument.for_slug(slug).body()
     elapsed = time.perf_counter() - began
     print(f"rendered {len(slugs):,} feeds' subscription documents in {elapsed:.1f} s")
-    caches = {"final_pages": documents.final_pages,
-              "subscription_bodies": documents.subscription_bodies,
-              "gzipped_bodies": documents.gzipped_bodies,
-              "sealed_pages_by_date": documents.sealed_pages_by_date}
+    caches = {"final_pages": base.final_pages,
+              "subscription_bodies": base.subscription_bodies,
+              "gzipped_bodies": base.gzipped_bodies,
+              "sealed_pages_by_date": feed_documents.sealed_pages_by_date}
     for name, cache in caches.items():
         print(f"  {name}: {cache._bytes:,} of at most {cache.max_bytes:,} bytes, "
               f"{len(cache._values):,} entries")

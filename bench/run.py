@@ -159,8 +159,8 @@ def fresh_database() -> None:
 def wait_for_export(seconds: float = 900) -> tuple[int, float]:
     """Wait for the sealer to export every sealed page (it exports each once its
     Last-Modified second has passed, up to 500 a pass); (pages, seconds waited)."""
-    from archives import export
     from archives.models import ArchivePage
+    from archives.storage import export
 
     began = time.perf_counter()
     while export.pending().exists() or ArchivePage.objects.filter(exported__isnull=True).exists():
@@ -172,7 +172,7 @@ def wait_for_export(seconds: float = 900) -> tuple[int, float]:
 
 def ingest(slug: str, entries: int) -> float:
     """Create a feed of `entries` records through apply_batch; returns records/s."""
-    from archives.publishing import apply_batch, create_feed
+    from archives.log.publishing import apply_batch, create_feed
 
     feed = create_feed(slug=slug, title=f"Benchmark feed {slug}", page_size=PAGE_SIZE)
     began = time.perf_counter()
@@ -210,8 +210,8 @@ def _put_client(worker: int, seconds: float) -> list[float]:
     """One of the concurrent writers: single put_record calls for `seconds`."""
     from django.db import connections
 
+    from archives.log.publishing import put_record
     from archives.models import Feed
-    from archives.publishing import put_record
 
     feed = Feed.objects.get(slug="puts")
     latencies, i = [], 0
@@ -230,7 +230,7 @@ def concurrent_puts(seconds: float) -> tuple[float, float, float]:
     production). Returns (records/s, p50 ms, p99 ms)."""
     from django.db import connections
 
-    from archives.publishing import create_feed
+    from archives.log.publishing import create_feed
 
     create_feed(slug="puts", title="Concurrent single puts", page_size=PAGE_SIZE)
     connections.close_all()  # each forked client opens its own connection

@@ -1,7 +1,7 @@
 """What storing linked pages and RSS twins costs sealing: the same 20,000 entries sealed
 in one run as today (Atom, linked pages and RSS), with the RSS rendering stubbed out, and
 with both stubbed out (Atom only). With --export: what exporting the sealed pages as files
-(archives/export.py, to a local directory) adds to sealing them, each run sealing then
+(archives/storage/export.py, to a local directory) adds to sealing them, each run sealing then
 exporting everything it sealed, against sealing alone.
 
     .venv/bin/python bench/seal_cost.py [--entries 20000] [--export]
@@ -32,8 +32,11 @@ def seal(entries: int, *, linked_pages: bool = True, rss_twins: bool = True,
     its pages, as the sealer's next passes do, if `export_pages`)."""
     from psycopg.types.json import Jsonb
 
-    from archives import documents, export, fastsql, linkedpages, publishing, rss, sealing
+    from archives.db import fastsql
+    from archives.documents import base, linkedpages, rss
+    from archives.log import publishing, sealing
     from archives.models import Entry, Feed, Record
+    from archives.storage import export
 
     feed = publishing.create_feed(slug=f"seal-{time.time_ns()}", title="Sealing cost",
                                   page_size=100)
@@ -62,12 +65,12 @@ def seal(entries: int, *, linked_pages: bool = True, rss_twins: bool = True,
         sealing.seal_feed(feed)
         sealed = time.perf_counter()
         if export_pages:
-            clock = documents.now  # as if a second had passed: the pages are settled
-            documents.now = lambda: clock() + timedelta(seconds=5)
+            clock = base.now  # as if a second had passed: the pages are settled
+            base.now = lambda: clock() + timedelta(seconds=5)
             try:
                 export.export_pending(slug=feed.slug, limit=None)
             finally:
-                documents.now = clock
+                base.now = clock
             EXPORT_SHARES.append((time.perf_counter() - sealed) / (sealed - began))
         return entries / (time.perf_counter() - began)
     finally:

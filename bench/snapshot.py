@@ -37,7 +37,8 @@ def write_feed(records: int, *, slug: str = "big", title: str = "Snapshot benchm
     from django.db import connection
     from psycopg.types.json import Jsonb
 
-    from archives import fastsql, publishing
+    from archives.db import fastsql
+    from archives.log import publishing
     from archives.models import Entry, Feed, Record
 
     feed = publishing.create_feed(slug=slug, title=title)
@@ -73,7 +74,7 @@ def write_feed(records: int, *, slug: str = "big", title: str = "Snapshot benchm
 def _write(model, columns, rows, copy: bool) -> None:
     from itertools import islice
 
-    from archives import fastsql
+    from archives.db import fastsql
 
     if copy:
         fastsql.copy_rows(model, columns, rows)
@@ -88,7 +89,7 @@ def populate(records: int) -> None:
     import django
 
     django.setup()
-    from archives.sealing import seal_feed
+    from archives.log.sealing import seal_feed
 
     feed = write_feed(records)
     started = time.perf_counter()
@@ -119,7 +120,7 @@ def take() -> None:
 
     django.setup()
     from archives.models import Feed
-    from archives.snapshots import take_snapshot
+    from archives.storage.snapshots import take_snapshot
 
     feed = Feed.objects.get(slug="big")
     started = time.perf_counter()

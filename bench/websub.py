@@ -127,8 +127,9 @@ def main() -> None:
     django.setup()
     from django.http import QueryDict
 
-    from archives import publishing, websub
+    from archives.log import publishing
     from archives.models import Feed
+    from archives.push import hub
 
     callbacks = Process(target=serve_callbacks, args=(args.port,), daemon=True)
     callbacks.start()
@@ -138,12 +139,12 @@ def main() -> None:
     feed = Feed.objects.create(slug="bench", title="Bench", page_size=100)
     for n in range(50):
         publishing.put_record(feed=feed, key=f"r{n}", data={"title": f"Record {n}"})
-    topic = websub.topic_url("bench", websub.Format.ATOM)
+    topic = hub.topic_url("bench", hub.Format.ATOM)
     for n in range(args.subscribers):
         query = QueryDict(mutable=True)
         query.update({"hub.mode": "subscribe", "hub.topic": topic,
                       "hub.callback": f"{base}/cb/{n}", "hub.secret": f"secret-{n}"})
-        websub.record_request(query)
+        hub.record_request(query)
 
     worker = subprocess.Popen(WORKER_COMMAND, cwd=ROOT, env=ENV)  # noqa: S603
     try:
@@ -157,13 +158,13 @@ def main() -> None:
 
         latencies, body_size = [], 0
         for commit in range(1, args.commits + 1):
-            # The write path's own NOTIFY (archives/heads.py) wakes the worker.
+            # The write path's own NOTIFY (archives/db/heads.py) wakes the worker.
             publishing.put_record(feed=feed, key=f"new{commit}", data={"title": f"New {commit}"})
             committed = time.time()
             seen = wait_for(base, commit * args.subscribers)
             latencies += [t - committed for t in seen[-args.subscribers:]]
             time.sleep(0.3)
-        content = websub.current_content(Feed.objects.get(pk=feed.pk), websub.Format.ATOM)
+        content = hub.current_content(Feed.objects.get(pk=feed.pk), hub.Format.ATOM)
         body_size = len(content.body)
     finally:
         worker.terminate()

@@ -54,7 +54,7 @@ def load() -> str:
 
 
 def new_feed(name: str):
-    from archives.publishing import create_feed
+    from archives.log.publishing import create_feed
 
     return create_feed(slug=f"{name}-{time.time_ns()}", title=f"Write floors: {name}",
                        page_size=PAGE_SIZE)
@@ -72,7 +72,7 @@ def batches(records: int):
 # Batch ingest ---------------------------------------------------------------------------
 
 def ingest_apply_batch(records: int) -> float:
-    from archives.publishing import apply_batch
+    from archives.log.publishing import apply_batch
 
     feed = new_feed("ingest")
     work = list(batches(records))
@@ -87,7 +87,8 @@ def ingest_floor(records: int) -> float:
     from django.db import connection, transaction
     from django.utils import timezone
 
-    from archives import fastsql, publishing
+    from archives.db import fastsql
+    from archives.log import publishing
     from archives.models import Entry, Record
 
     feed = new_feed("floor")
@@ -161,7 +162,8 @@ def unsealed_feed(entries: int):
     inserts on SQLite), not sealed."""
     from django.db import connection
 
-    from archives import fastsql, publishing
+    from archives.db import fastsql
+    from archives.log import publishing
     from archives.models import Entry, Feed, Record
     from bench.data import record
 
@@ -199,7 +201,7 @@ def unsealed_feed(entries: int):
 
 
 def seal(entries: int) -> float:
-    from archives.sealing import seal_feed
+    from archives.log.sealing import seal_feed
 
     feed = unsealed_feed(entries)
     began = time.perf_counter()
@@ -212,8 +214,8 @@ def seal(entries: int) -> float:
 def seal_floor(entries: int) -> float:
     """Every format sealing stores, rendered for the same pages with no database: the rows
     are read before the clock starts, pages link their next page as sealing's do."""
-    from archives import atom, linkedpages
-    from archives.documents import ArchiveDocument, RssArchiveDocument
+    from archives.documents import atom, linkedpages
+    from archives.documents.feeds import ArchiveDocument, RssArchiveDocument
 
     feed = unsealed_feed(entries)
     rows = atom.entry_rows(feed, 1, entries)

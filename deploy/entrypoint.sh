@@ -7,7 +7,7 @@
 #   longpoll the Django app under uvicorn (ASGI), for long polls only (nginx routes them
 #            here): one process holds thousands of waiting requests. Without persistent
 #            database connections: Django serves each ASGI request in a thread of its own
-#            (most long polls need no query: archives/heads.py); past
+#            (most long polls need no query: archives/db/heads.py); past
 #            LONGPOLL_LIMIT_CONCURRENCY connections (10,000: twice the 5,000 consumers it is
 #            sized for) it answers 503 instead of piling up threads and connections
 #   sealer   seal full archive pages every SEAL_INTERVAL seconds (any number may run), and

@@ -93,15 +93,15 @@ FEEDPUB_API_MAX_BODY_BYTES = envint("FEEDPUB_API_MAX_BODY_BYTES", str(10 * 1024 
 # max-age of documents that change: the subscription document and the newest archive page.
 FEEDPUB_MAX_AGE = envint("FEEDPUB_MAX_AGE", "60")
 # Seconds after the second of a change before documents carry a Last-Modified for it
-# (archives/documents.py): a bound on how long a change takes from its stamp to being
+# (archives/documents/base.py): a bound on how long a change takes from its stamp to being
 # visible, plus the clock difference between hosts.
 FEEDPUB_LAST_MODIFIED_SETTLE = envint("FEEDPUB_LAST_MODIFIED_SETTLE", "1")
 # Bytes of final archive pages each process keeps in memory; the newest subscription
-# documents take up to 1/8 more (archives/documents.py). Per gunicorn worker: 72 MiB a
+# documents take up to 1/8 more (archives/documents/base.py). Per gunicorn worker: 72 MiB a
 # worker by default (README "Deployment").
 FEEDPUB_PAGE_CACHE_BYTES = envint("FEEDPUB_PAGE_CACHE_BYTES", str(64 * 1024 * 1024))
 
-# WebSub (W3C): feedpub is its own hub at /websub/ (archives/websub.py); the websub_worker
+# WebSub (W3C): feedpub is its own hub at /websub/ (archives/push/); the websub_worker
 # process verifies intents and delivers changes (README "WebSub").
 # Callback hosts the hub accepts, as ALLOWED_HOSTS patterns ("*" any, ".example.org" that
 # domain and its subdomains).
@@ -132,7 +132,7 @@ FEEDPUB_WEBSUB_CONCURRENCY = envint("FEEDPUB_WEBSUB_CONCURRENCY", "200")
 # How often the worker looks at the database without being woken: on SQLite always, on
 # PostgreSQL as the fallback of LISTEN (a missed notification waits at most this long).
 FEEDPUB_WEBSUB_POLL_SECONDS = envint("FEEDPUB_WEBSUB_POLL_SECONDS", "5")
-# Exported pages (archives/export.py, README "Exported pages"): sealed archive pages
+# Exported pages (archives/storage/export.py, README "Exported pages"): sealed archive pages
 # written as files for nginx, a CDN or an S3 website endpoint to serve without Django.
 # The `feedpub_pages` storage: a local directory (FEEDPUB_PAGES_DIR) by default, or any
 # S3-compatible bucket when FEEDPUB_PAGES_BUCKET is set (credentials as boto3 reads them:
@@ -142,7 +142,7 @@ FEEDPUB_PAGES_DIR = Path(env("FEEDPUB_PAGES_DIR", str(BASE_DIR / "var" / "pages"
 FEEDPUB_PAGES_BUCKET = env("FEEDPUB_PAGES_BUCKET", "")
 if FEEDPUB_PAGES_BUCKET:
     FEEDPUB_PAGES_STORAGE = {
-        "BACKEND": "archives.export.PagesS3Storage",
+        "BACKEND": "archives.storage.export.PagesS3Storage",
         "OPTIONS": {
             "bucket_name": FEEDPUB_PAGES_BUCKET,
             "location": env("FEEDPUB_PAGES_PREFIX", "") or "",
@@ -152,10 +152,10 @@ if FEEDPUB_PAGES_BUCKET:
     }
 else:
     FEEDPUB_PAGES_STORAGE = {
-        "BACKEND": "archives.export.AtomicFileSystemStorage",
+        "BACKEND": "archives.storage.export.AtomicFileSystemStorage",
         "OPTIONS": {"location": FEEDPUB_PAGES_DIR},
     }
-# Polls from memory and long polling (archives/heads.py, archives/longpoll.py; README
+# Polls from memory and long polling (archives/db/heads.py, archives/serving/longpoll.py; README
 # "Polling, long polling").
 # How many feeds' heads (Feed rows, ~1 KB each) each process keeps for polls, kept fresh
 # by PostgreSQL LISTEN/NOTIFY; the least recently polled go first. 0: every poll reads

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import uvicorn
 
-from archives.longpoll import LongPolling
+from archives.serving.longpoll import LongPolling
 
 from .nginx_server import free_port
 

@@ -7,16 +7,13 @@ import pytest
 from django.db import connection
 from lxml import etree, isoschematron
 
-from archives import documents, publishing, sealing
-from archives.documents import (
-    final_pages,
-    gzipped_bodies,
-    sealed_pages_by_date,
-    subscription_bodies,
-)
-from archives.heads import heads
+from archives.db.heads import heads
+from archives.documents import base
+from archives.documents.base import final_pages, gzipped_bodies, subscription_bodies
+from archives.documents.feeds import sealed_pages_by_date
+from archives.log import publishing, sealing
+from archives.log.sealing import seal_feed
 from archives.models import Feed
-from archives.sealing import seal_feed
 
 from .factories import FeedFactory, record_data
 
@@ -62,11 +59,11 @@ def _no_listener_outlives_the_test_database(django_db_setup):
 
 @pytest.fixture(autouse=True)
 def pages_dir(settings, tmp_path_factory):
-    """Each test exports sealed pages (archives/export.py) to a directory of its own, never
+    """Each test exports sealed pages (archives/storage/export.py) to a directory of its own, never
     to the checkout's var/pages."""
     directory = tmp_path_factory.mktemp("pages")
     settings.STORAGES = {**settings.STORAGES, "feedpub_pages": {
-        "BACKEND": "archives.export.AtomicFileSystemStorage",
+        "BACKEND": "archives.storage.export.AtomicFileSystemStorage",
         "OPTIONS": {"location": directory}}}
     return directory
 
@@ -74,8 +71,8 @@ def pages_dir(settings, tmp_path_factory):
 @pytest.fixture
 def settled(monkeypatch):
     """Documents read as if a minute had passed since their last change, so that they
-    carry their Last-Modified (archives/documents.py sends none for the first seconds)."""
-    monkeypatch.setattr(documents, "now", lambda: datetime.now(tz=UTC) + timedelta(minutes=1))
+    carry their Last-Modified (archives/documents/base.py sends none for the first seconds)."""
+    monkeypatch.setattr(base, "now", lambda: datetime.now(tz=UTC) + timedelta(minutes=1))
 
 
 @pytest.fixture

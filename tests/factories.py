@@ -5,7 +5,7 @@ from __future__ import annotations
 import factory
 from factory.django import DjangoModelFactory
 
-from archives import publishing
+from archives.log import publishing
 from archives.models import Feed, Record
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import random
 
-from archives import publishing
 from archives.formats import rfc3339
+from archives.log import publishing
+from archives.log.sealing import seal_feed
 from archives.models import Feed, Record
-from archives.sealing import seal_feed
 
 from .factories import FeedFactory, record_data
 

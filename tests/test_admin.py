@@ -8,10 +8,10 @@ import pytest
 from django.contrib.auth.models import User
 from lxml import html
 
-from archives import publishing
-from archives.documents import record_json
+from archives.documents.records import record_json
+from archives.log import publishing
+from archives.log.sealing import seal_feed
 from archives.models import ArchivePage, Entry, Feed, Record
-from archives.sealing import seal_feed
 
 from .factories import RecordFactory, record_data
 

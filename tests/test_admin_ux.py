@@ -12,9 +12,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from lxml import html
 
-from archives import publishing, validation
+from archives import validation
+from archives.log import publishing
+from archives.log.sealing import seal_feed
 from archives.models import ArchivePage, Entry, Feed, Record
-from archives.sealing import seal_feed
 
 from .factories import RecordFactory, record_data
 from .test_admin import change_url, form_body, kinds

@@ -15,10 +15,10 @@ from lxml import etree, html
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from archives import publishing
-from archives.documents import record_json
+from archives.documents.records import record_json
+from archives.log import publishing
+from archives.log.sealing import seal_feed
 from archives.models import Entry, Feed, Record
-from archives.sealing import seal_feed
 
 from .factories import FeedFactory, RecordFactory, record_data
 from .walking import NS

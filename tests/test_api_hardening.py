@@ -15,10 +15,10 @@ from django.db import OperationalError
 from django.test import RequestFactory
 from rest_framework.test import APIClient
 
-from archives import publishing
 from archives.api import exceptions as api_exceptions
 from archives.api import views as api_views
 from archives.api.pagination import RecordCursor
+from archives.log import publishing
 from archives.models import Entry, Feed, Record
 
 from .factories import FeedFactory, RecordFactory, record_data

@@ -7,7 +7,7 @@ from django.contrib.auth.models import Permission, User
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from archives.documents import record_json
+from archives.documents.records import record_json
 from archives.models import Entry, Record
 
 from .factories import FeedFactory, RecordFactory, record_data

@@ -17,9 +17,9 @@ from urllib.parse import urlencode, urljoin
 import pytest
 from lxml import html
 
-from archives import publishing
+from archives.log import publishing
+from archives.log.sealing import seal_feed
 from archives.models import Feed
-from archives.sealing import seal_feed
 
 from .external import require
 from .factories import record_data

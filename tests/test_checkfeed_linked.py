@@ -11,7 +11,7 @@ from django.core.management import call_command
 
 from archives.checker import CheckFailed, check_feed
 from archives.models import Feed
-from archives.snapshots import take_snapshot
+from archives.storage.snapshots import take_snapshot
 
 from .broken_feeds import IMMUTABLE, FeedServer, at
 from .broken_linked_feeds import Entity, LinkedPagesFeed, entity

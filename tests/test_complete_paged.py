@@ -14,10 +14,11 @@ from django.conf import settings
 from django.utils.http import http_date
 from lxml import etree
 
-from archives import atom, documents, publishing
-from archives.documents import CompleteDocument
+from archives.documents import atom, base
+from archives.documents.feeds import CompleteDocument
+from archives.log import publishing
+from archives.log.sealing import seal_feed
 from archives.models import Entry, Feed, Record
-from archives.sealing import seal_feed
 
 from .factories import record_data
 from .walking import NS
@@ -122,7 +123,7 @@ def test_the_complete_feed_answers_304_and_head_without_reading_records(
 def test_the_complete_feed_is_dated_by_the_feeds_last_change(client, sealed_feed, settled):
     publishing.update_feed(feed=sealed_feed, subtitle="Changed")
     feed = Feed.objects.get(pk=sealed_feed.pk)
-    expected = int(max(feed.subscription_modified, documents.RENDERER_MODIFIED).timestamp()) \
+    expected = int(max(feed.subscription_modified, base.RENDERER_MODIFIED).timestamp()) \
         + 1 + settings.FEEDPUB_LAST_MODIFIED_SETTLE
     response = client.get("/feeds/books/complete/")
     assert response["Last-Modified"] == http_date(expected)
@@ -239,9 +240,9 @@ def test_a_feed_without_sealed_pages_is_one_paged_document(client, feed, atom_va
 
 def test_final_paged_pages_are_immutable_and_do_not_change(client, paged_feed):
     first = {n: client.get(f"/feeds/books/paged/{n}/") for n in (1, 3, 4)}
-    assert first[3]["Cache-Control"] == documents.IMMUTABLE
+    assert first[3]["Cache-Control"] == base.IMMUTABLE
     assert first[4]["Cache-Control"] == f"public, max-age={settings.FEEDPUB_MAX_AGE}"
-    documents.final_pages.clear()  # as another process would read them
+    base.final_pages.clear()  # as another process would read them
     # Entry 15 fills page 5, which is sealed: only page 4's `previous` changes.
     publishing.put_record(feed=paged_feed, key="k12", data=record_data(12))
     seal_feed(paged_feed)
@@ -252,7 +253,7 @@ def test_final_paged_pages_are_immutable_and_do_not_change(client, paged_feed):
         assert again["ETag"] == first[n]["ETag"]
     newest = client.get("/feeds/books/paged/4/")
     assert newest["ETag"] != first[4]["ETag"]
-    assert newest["Cache-Control"] == documents.IMMUTABLE
+    assert newest["Cache-Control"] == base.IMMUTABLE
     assert newest.content.replace(b"/paged/5/", b"/paged/") == first[4].content
 
 
@@ -294,7 +295,7 @@ def test_an_unknown_paged_page_is_a_404_that_says_so(client, paged_feed, url):
 def test_the_paged_page_message_says_where_the_newest_entries_are(paged_feed, rf):
     from django.http import Http404
 
-    from archives import views
+    from archives.serving import views
 
     with pytest.raises(Http404, match="has no paged feed page 5"):
         views.paged_page(rf.get("/feeds/books/paged/5/"), "books", 5)
@@ -302,9 +303,9 @@ def test_the_paged_page_message_says_where_the_newest_entries_are(paged_feed, rf
 
 def test_last_modified_of_a_paged_page_is_when_its_bytes_last_changed(client, paged_feed,
                                                                       monkeypatch):
-    monkeypatch.setattr(documents, "now", lambda: datetime.now(tz=UTC) + timedelta(minutes=1))
+    monkeypatch.setattr(base, "now", lambda: datetime.now(tz=UTC) + timedelta(minutes=1))
     page = paged_feed.pages.get(number=3)
-    expected = int(max(page.modified, documents.RENDERER_MODIFIED).timestamp()) + 1 \
+    expected = int(max(page.modified, base.RENDERER_MODIFIED).timestamp()) + 1 \
         + settings.FEEDPUB_LAST_MODIFIED_SETTLE
     assert client.get("/feeds/books/paged/3/")["Last-Modified"] == http_date(expected)
 

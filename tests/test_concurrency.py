@@ -6,9 +6,9 @@ import pytest
 from django.db import connection
 from lxml import etree
 
-from archives import publishing
+from archives.log import publishing
+from archives.log.sealing import seal_feed
 from archives.models import ArchivePage, Entry, Feed, Record
-from archives.sealing import seal_feed
 
 from .factories import FeedFactory, record_data
 from .threads import raise_first_error, run_at_once

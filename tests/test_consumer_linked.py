@@ -16,7 +16,7 @@ from django.core.management import call_command
 from archives.consumer import HarvestFailed, HttpClient, StateError, harvest
 from archives.linkedconsumer import FROM_PAGE_1, FROM_SNAPSHOT, merge_patch, parse_entities
 from archives.models import Feed, Record, Snapshot
-from archives.snapshots import take_snapshot
+from archives.storage.snapshots import take_snapshot
 
 from .broken_feeds import Document, FeedServer, LinkedFeed, at
 from .broken_linked_feeds import LF, Entity, LinkedPagesFeed, entity, multipart, part

@@ -13,9 +13,10 @@ from django.utils import timezone
 from django.utils.http import http_date
 from lxml import etree
 
-from archives import documents, publishing
+from archives.documents import base
+from archives.log import publishing
+from archives.log.sealing import seal_feed
 from archives.models import Feed
-from archives.sealing import seal_feed
 
 from .factories import FeedFactory, record_data
 from .walking import NS
@@ -36,10 +37,10 @@ class Clock:
 @pytest.fixture
 def clock(monkeypatch):
     clock = Clock()
-    monkeypatch.setattr(documents, "now", lambda: clock.now)
-    monkeypatch.setattr(documents, "change_stamp", lambda: clock.now)
+    monkeypatch.setattr(base, "now", lambda: clock.now)
+    monkeypatch.setattr(base, "change_stamp", lambda: clock.now)
     monkeypatch.setattr(timezone, "now", lambda: clock.now)  # entries' `updated`
-    monkeypatch.setattr(documents, "RENDERER_MODIFIED", clock.now - timedelta(days=1))
+    monkeypatch.setattr(base, "RENDERER_MODIFIED", clock.now - timedelta(days=1))
     return clock
 
 
@@ -213,7 +214,7 @@ def test_the_feed_author_reaches_the_record_document_and_its_etag(client, books,
 
 def test_a_new_renderer_changes_every_rendered_etag(client, books, monkeypatch):
     before = {url: client.get(url)["ETag"] for url in URLS}
-    monkeypatch.setattr(documents, "RENDERER", "a later release")
+    monkeypatch.setattr(base, "RENDERER", "a later release")
     after = {url: client.get(url)["ETag"] for url in URLS}
 
     for url in ["/feeds/books/", "/feeds/books/records/k1"]:

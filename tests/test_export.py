@@ -1,4 +1,4 @@
-"""Sealed pages exported as files (archives/export.py) to the local `feedpub_pages` storage:
+"""Sealed pages exported as files (archives/storage/export.py) to the local `feedpub_pages` storage:
 which files, their bytes and times, when they are written and replaced, what a crash
 leaves, and `export_pages [--verify]`."""
 
@@ -15,9 +15,11 @@ from django.core.files.base import ContentFile
 from django.core.management import CommandError, call_command
 from django.urls import set_script_prefix
 
-from archives import documents, export, publishing
+from archives.documents import base
+from archives.log import publishing
+from archives.log.sealing import freeze_linked_pages, seal_all, seal_feed
 from archives.models import ArchivePage, Feed
-from archives.sealing import freeze_linked_pages, seal_all, seal_feed
+from archives.storage import export
 
 from .factories import FeedFactory, record_data
 
@@ -58,7 +60,7 @@ def test_a_sealed_page_is_exported_with_its_twins_and_gzip(sealed_feed, pages_di
         assert atom.read_bytes() == bytes(page.body)
         assert rss.read_bytes() == bytes(page.rss)
         assert gzip.decompress((directory / (name + ".gz")).read_bytes()) == bytes(page.body)
-        second = documents.visible_second(page.modified)
+        second = base.visible_second(page.modified)
         assert {int(os.stat(path).st_mtime) for path in (atom, rss)} == {second}
         # What Django sends for the URL names the same file.
         response = client.get(f"/feeds/books/archives/{number}/")
@@ -96,7 +98,7 @@ def test_a_sealer_that_fails_to_export_loses_nothing(sealed_feed, pages_dir, set
     assert ArchivePage.objects.filter(feed=sealed_feed).count() == 3
     assert files(pages_dir) == set()
     monkeypatch.undo()  # (and `settled`'s clock: put it back)
-    monkeypatch.setattr(documents, "now", lambda: documents.change_stamp()
+    monkeypatch.setattr(base, "now", lambda: base.change_stamp()
                         + timedelta(minutes=1))
     seal_all()  # the next pass
     assert PAGE_2 + "index.xml" in files(pages_dir)
@@ -170,7 +172,7 @@ def test_export_pages_verify_repairs_missing_and_stale_files(sealed_feed, pages_
     assert "2 pages verified: 3 files written, 1 superseded" in report
     page_1 = ArchivePage.objects.get(feed=sealed_feed, number=1)
     assert (pages_dir / PAGE_1 / "index.xml").read_bytes() == bytes(page_1.body)
-    assert int((pages_dir / PAGE_2 / "open.xml").stat().st_mtime) == documents.visible_second(
+    assert int((pages_dir / PAGE_2 / "open.xml").stat().st_mtime) == base.visible_second(
         ArchivePage.objects.get(feed=sealed_feed, number=2).modified)
     assert not (pages_dir / "feeds/other/archives/1/index.xml").exists()  # --feed books
 

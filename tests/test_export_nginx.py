@@ -1,4 +1,4 @@
-"""The deploy nginx serving exported pages (archives/export.py) from their files: the same
+"""The deploy nginx serving exported pages (archives/storage/export.py) from their files: the same
 bytes and headers feedpub sends for the same URL, validators either side accepts, and
 feedpub answering whatever has no file. Real nginx (tests/nginx_server.py) in front of the
 live server; skipped without nginx, an error in CI."""
@@ -14,9 +14,11 @@ from datetime import timedelta
 import pytest
 from django.db.models import F
 
-from archives import documents, export, publishing
+from archives.documents import base
+from archives.log import publishing
+from archives.log.sealing import seal_feed
 from archives.models import ArchivePage, Feed
-from archives.sealing import seal_feed
+from archives.storage import export
 
 from .factories import FeedFactory, record_data
 from .nginx_server import Nginx, Response, require_nginx
@@ -93,7 +95,7 @@ def wait_and_export() -> None:
     """The sealer's export pass once the pages' Last-Modified second has come (real time:
     what keeps a page's versions apart by date)."""
     newest = max(ArchivePage.objects.values_list("modified", flat=True))
-    time.sleep(max(0.0, documents.visible_second(newest) - time.time() + 0.01))
+    time.sleep(max(0.0, base.visible_second(newest) - time.time() + 0.01))
     assert export.export_pending(limit=None)
 
 

@@ -1,4 +1,4 @@
-"""Sealed pages exported to an S3-compatible bucket (archives/export.py PagesS3Storage),
+"""Sealed pages exported to an S3-compatible bucket (archives/storage/export.py PagesS3Storage),
 against a real S3 API: moto's server on 127.0.0.1, driven with boto3 as a user would."""
 
 from __future__ import annotations
@@ -16,9 +16,11 @@ from botocore.exceptions import ClientError
 from django.core.management import call_command
 from moto.server import ThreadedMotoServer
 
-from archives import documents, export, publishing
+from archives.documents import base
+from archives.log import publishing
+from archives.log.sealing import seal_feed
 from archives.models import ArchivePage, Feed
-from archives.sealing import seal_feed
+from archives.storage import export
 
 from .factories import record_data
 from .nginx_server import free_port
@@ -46,7 +48,7 @@ def bucket(s3_endpoint, settings):
     client = boto3.client("s3", endpoint_url=s3_endpoint, **CREDENTIALS)
     client.create_bucket(Bucket=name)
     settings.STORAGES = {**settings.STORAGES, "feedpub_pages": {
-        "BACKEND": "archives.export.PagesS3Storage",
+        "BACKEND": "archives.storage.export.PagesS3Storage",
         "OPTIONS": {"bucket_name": name, "endpoint_url": s3_endpoint,
                     "region_name": CREDENTIALS["region_name"],
                     "access_key": CREDENTIALS["aws_access_key_id"],
@@ -135,4 +137,4 @@ def test_settings_choose_the_bucket_from_the_environment(s3_endpoint):
     shown = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, check=True,  # noqa: S603
                            capture_output=True, text=True).stdout.split()
     assert shown == ["PagesS3Storage", "feeds", s3_endpoint, "pub"]
-    assert documents.IMMUTABLE == IMMUTABLE
+    assert base.IMMUTABLE == IMMUTABLE

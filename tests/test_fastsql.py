@@ -6,8 +6,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from archives import publishing
-from archives.fastsql import (
+from archives.db.fastsql import (
     PAGE_BODIES_SQL,
     copy_sql,
     existing_records,
@@ -16,6 +15,7 @@ from archives.fastsql import (
     page_bodies,
 )
 from archives.formats import record_atom_id
+from archives.log import publishing
 from archives.models import ArchivePage, Entry, Feed, Record
 
 from .factories import FeedFactory, record_data
@@ -124,7 +124,7 @@ def test_page_bodies_sql_names_the_page_table():
 
 
 def test_entry_rows_reads_by_seq_what_the_orm_reads(db):
-    from archives import atom
+    from archives.documents import atom
 
     feed = FeedFactory(slug="books")
     publishing.put_record(feed=feed, key="a", data=record_data(1, metadata={"x": ["ü", 1]}))
@@ -157,7 +157,7 @@ def test_entry_rows_reads_by_seq_what_the_orm_reads(db):
 
 @pytest.mark.postgres  # UPDATE ... FROM (VALUES ...) with casts; elsewhere bulk_update
 def test_update_rows_sets_many_rows_in_one_statement_from_a_values_list(db):
-    from archives.fastsql import update_rows
+    from archives.db.fastsql import update_rows
 
     feed = FeedFactory(slug="books")
     for key in ("a", "b", "c"):

@@ -8,8 +8,9 @@ import gzip
 import feedparser
 import pytest
 
-from archives import publishing, snapshots
-from archives.documents import gzipped_bodies
+from archives.documents.base import gzipped_bodies
+from archives.log import publishing
+from archives.storage import snapshots
 
 from .factories import record_data
 

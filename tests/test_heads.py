@@ -1,4 +1,4 @@
-"""Polls answered from each process's copy of the feeds' heads (archives/heads.py): the
+"""Polls answered from each process's copy of the feeds' heads (archives/db/heads.py): the
 fallback to the database (SQLite, inside a transaction) and the rules that keep heads
 true, one at a time. tests/test_heads_postgres.py runs them against LISTEN/NOTIFY."""
 
@@ -12,8 +12,9 @@ import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from archives import fastsql, publishing
-from archives.heads import Heads, announce, heads, version
+from archives.db import fastsql
+from archives.db.heads import Heads, announce, heads, version
+from archives.log import publishing
 from archives.models import Feed
 
 from .factories import FeedFactory, record_data
@@ -150,7 +151,7 @@ def test_a_notification_for_another_feed_does_not_stop_a_read_from_being_kept(
 
 
 def test_the_notifications_remembered_stay_within_their_bound(trusting, monkeypatch):
-    monkeypatch.setattr("archives.heads.NOTIFIED_KEPT", 3)
+    monkeypatch.setattr("archives.db.heads.NOTIFIED_KEPT", 3)
     token = (trusting._epoch, trusting._changes)
     with trusting._lock:
         for pk in range(1, 6):

@@ -1,4 +1,4 @@
-"""Polls from memory against a real PostgreSQL LISTEN/NOTIFY (archives/heads.py): with a
+"""Polls from memory against a real PostgreSQL LISTEN/NOTIFY (archives/db/heads.py): with a
 warm head a 304 costs no query, and every committed write (through the API, the sealer,
 another process) is seen by the next poll within a second; losing the listener makes polls
 read the database until it listens again."""
@@ -18,10 +18,10 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from lxml import etree
 
-from archives import publishing
-from archives.heads import heads, lease
+from archives.db.heads import heads, lease
+from archives.log import publishing
+from archives.log.sealing import seal_feed
 from archives.models import Feed
-from archives.sealing import seal_feed
 
 from .factories import FeedFactory, record_data
 from .test_api import FEED_PERMS, RECORD_PERMS, UserFactory, token_client
@@ -270,7 +270,7 @@ def test_a_stalled_listener_stops_being_trusted_within_the_lease(client, books, 
                                                                 monkeypatch):
     """Its connection alive but silent (a partition, a stuck thread): polls read the
     database once the lease runs out, so a change is seen within SETTLE seconds of its
-    commit (documents.py's Last-Modified relies on it), not after TCP timeouts."""
+    commit (archives/documents/base.py's Last-Modified relies on it), not after TCP timeouts."""
     settings.FEEDPUB_LAST_MODIFIED_SETTLE = 1
     etag = warm(client)
     stalled, unstall = threading.Event(), threading.Event()

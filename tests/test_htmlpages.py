@@ -13,9 +13,10 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from lxml import etree, html
 
-from archives import htmlpages, publishing
+from archives.html import pages as html_pages
+from archives.log import publishing
+from archives.log.sealing import seal_feed
 from archives.models import Entry
-from archives.sealing import seal_feed
 
 from .factories import FeedFactory, record_data
 
@@ -335,7 +336,7 @@ def test_search_explains_what_it_cannot_do(client, sealed_feed, query, status, s
 
 
 def test_search_says_when_there_are_more_matches_than_it_lists(client, feed, monkeypatch):
-    monkeypatch.setattr(htmlpages, "SEARCH_LIMIT", 3)
+    monkeypatch.setattr(html_pages, "SEARCH_LIMIT", 3)
     for n in range(3):
         publishing.put_record(feed=feed, key=f"item-{n}", data=record_data(n))
 

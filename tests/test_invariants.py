@@ -13,10 +13,10 @@ import random
 import pytest
 from lxml import etree
 
-from archives import publishing
-from archives.documents import record_json
+from archives.documents.records import record_json
+from archives.log import publishing
+from archives.log.sealing import seal_feed
 from archives.models import ArchivePage, Entry, Feed, Record
-from archives.sealing import seal_feed
 
 from .factories import FeedFactory, record_data
 from .walking import NS, walk

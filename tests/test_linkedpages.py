@@ -19,12 +19,12 @@ from django.core.exceptions import ValidationError
 from django.core.management import call_command
 from django.utils.http import http_date
 
-from archives import publishing
-from archives.documents import record_json
+from archives.documents.records import record_json
 from archives.formats import rfc3339
+from archives.log import publishing
+from archives.log.sealing import freeze_linked_pages, seal_feed
 from archives.models import ArchivePage, Entry, Feed, Record, Snapshot
-from archives.sealing import freeze_linked_pages, seal_feed
-from archives.snapshots import snapshot_changed_feeds, take_snapshot
+from archives.storage.snapshots import snapshot_changed_feeds, take_snapshot
 
 from .factories import FeedFactory, record_data
 from .threads import raise_first_error, run_at_once

@@ -17,8 +17,9 @@ import pytest
 from django.db import connection
 from lxml import etree
 
-from archives import longpoll, publishing
-from archives.longpoll import LongPolling, Watcher, requested_wait
+from archives.log import publishing
+from archives.serving import longpoll
+from archives.serving.longpoll import LongPolling, Watcher, requested_wait
 
 from .asgi_server import AsgiServer
 from .factories import FeedFactory, record_data

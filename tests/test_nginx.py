@@ -18,9 +18,9 @@ from urllib.parse import parse_qs, quote, urlsplit
 
 import pytest
 
-from archives import publishing
+from archives.log import publishing
+from archives.log.sealing import seal_feed
 from archives.models import Feed
-from archives.sealing import seal_feed
 
 from . import nginx_server
 from .factories import FeedFactory, record_data
@@ -172,7 +172,7 @@ def test_documents_are_cached_gzipped_and_plain_and_revalidate_in_either(deploye
     assert gzip.decompress(zipped.body) == plain.body
     assert (zipped.header("X-Cache-Status"), plain.header("X-Cache-Status")) == ("HIT", "HIT")
     assert "Accept-Encoding" in zipped.header("Vary")
-    # feedpub's own: each its file's (archives/export.py), the second and each length
+    # feedpub's own: each its file's (archives/storage/export.py), the second and each length
     assert zipped.header("ETag").split("-")[0] == plain.header("ETag").split("-")[0]
     assert zipped.header("ETag") != plain.header("ETag")
     for headers in ({"Accept-Encoding": "gzip", "If-None-Match": zipped.header("ETag")},

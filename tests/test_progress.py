@@ -14,7 +14,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.core.management.base import OutputWrapper
 
-from archives import publishing
+from archives.log import publishing
 from archives.management.progress import progress_bar
 from archives.models import Feed
 

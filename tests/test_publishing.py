@@ -6,9 +6,9 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
-from archives import publishing
+from archives.log import publishing
+from archives.log.sealing import seal_feed
 from archives.models import Entry, Feed, Record
-from archives.sealing import seal_feed
 
 from .factories import FeedFactory, record_data
 

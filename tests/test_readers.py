@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 import feedparser
 import pytest
 
-from archives import publishing
+from archives.log import publishing
 from archives.models import Record
 
 from .factories import record_data

@@ -17,11 +17,12 @@ from django.db.models import F
 from django.utils.http import http_date
 from lxml import etree
 
-from archives import atom, publishing, rss, sealing
 from archives.checker import check_feed
-from archives.documents import final_pages
+from archives.documents import atom, rss
+from archives.documents.base import final_pages
+from archives.log import publishing, sealing
+from archives.log.sealing import freeze_rss_pages, seal_all, seal_feed
 from archives.models import ArchivePage, Feed
-from archives.sealing import freeze_rss_pages, seal_all, seal_feed
 
 from .broken_feeds import Document, FeedServer
 from .factories import record_data
@@ -296,7 +297,7 @@ def test_a_page_sealed_before_twins_were_stored_is_served_then_backfilled(client
     frozen = client.get("/feeds/books/archives/1/rss/")
     assert frozen.content == before
     assert frozen["Cache-Control"] == IMMUTABLE
-    # Frozen, it carries its exported file's ETag (archives/export.py): a client holding
+    # Frozen, it carries its exported file's ETag (archives/storage/export.py): a client holding
     # the unfrozen copy is sent the same bytes once more, never a 304 for other bytes.
     assert frozen["ETag"] == f'"{int(frozen_second(frozen)):x}-{len(before):x}"'
 

@@ -9,9 +9,9 @@ from django.db.models import Q
 from django.test.utils import CaptureQueriesContext
 from lxml import etree
 
-from archives import publishing, sealing
+from archives.log import publishing, sealing
+from archives.log.sealing import seal_all, seal_feed
 from archives.models import NEEDS_SEALING, ArchivePage, Entry, Feed
-from archives.sealing import seal_all, seal_feed
 
 from .factories import FeedFactory, record_data
 from .walking import NS
@@ -103,7 +103,7 @@ def test_a_sealed_page_keeps_its_bytes_when_the_feed_is_retitled(feed):
 def test_a_sealer_that_lost_the_race_stores_nothing(feed, monkeypatch):
     write(feed, 3)
     # Another sealer claims page 1 between this one's render and its claim.
-    from archives import atom
+    from archives.documents import atom
 
     real_render = atom.render_archive
 
@@ -121,7 +121,7 @@ def test_a_sealer_killed_half_way_leaves_nothing_half_sealed(feed, monkeypatch):
     write(feed, 3)
     seal_feed(feed)
     write(feed, 6, start=3)
-    from archives import sealing
+    from archives.log import sealing
 
     def crash(*args, **kwargs):
         raise RuntimeError("killed")
@@ -140,7 +140,7 @@ def test_a_sealer_killed_half_way_leaves_nothing_half_sealed(feed, monkeypatch):
 
 
 def test_a_page_born_with_its_next_link_has_the_bytes_it_would_have_gained(feed):
-    from archives import atom
+    from archives.documents import atom
 
     write(feed, 3)
     rows = atom.entry_rows(feed, 1, 3)
@@ -182,7 +182,7 @@ def test_the_command_refuses_an_unknown_feed(db):
 def test_a_rename_while_a_page_is_rendered_makes_the_sealer_give_up_that_render(
         feed, monkeypatch):
     write(feed, 3)
-    from archives import atom
+    from archives.documents import atom
 
     real_render = atom.render_archive
 
@@ -206,7 +206,7 @@ def test_seal_all_goes_on_past_a_feed_that_fails(feed, monkeypatch):
     write(feed, 3)
     for n in range(3):
         publishing.put_record(feed=other, key=f"f{n}", data=record_data(n))
-    from archives import sealing
+    from archives.log import sealing
 
     real_seal_feed = sealing.seal_feed
 
@@ -242,7 +242,8 @@ def test_a_write_seals_the_pages_it_filled_and_one_more_of_a_backlog(
 
 def test_a_sealer_that_loses_part_of_its_run_stores_the_rest_byte_for_byte(
         feed, settings, monkeypatch):
-    from archives import atom, sealing
+    from archives.documents import atom
+    from archives.log import sealing
 
     settings.FEEDPUB_SEAL_ON_WRITE = False
     monkeypatch.setattr(sealing, "PAGES_PER_RUN", 10)  # runs of pages 1..10, 11..20, 21..25
@@ -411,7 +412,7 @@ def tricky_page_rows():
     second's edge, before 1970 and in another zone than UTC."""
     from datetime import UTC, datetime, timedelta, timezone
 
-    from archives.atom import EntryRow
+    from archives.documents.atom import EntryRow
 
     base = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
     plus_two = timezone(timedelta(hours=2))
@@ -456,7 +457,7 @@ def tricky_feed():
 
 def lxml_archive(feed, number, rows, *, has_next):
     """The archive page as one lxml tree, entries by `_add_entries`: the reference."""
-    from archives import atom
+    from archives.documents import atom
 
     root = atom._feed_head(feed, rows[-1].updated,
                            atom.archive_links(feed.slug, number, has_next=False))
@@ -469,7 +470,7 @@ def lxml_archive(feed, number, rows, *, has_next):
 
 def lxml_rss_archive(feed, number, rows, *, has_next):
     """The RSS twin as one lxml tree, items by `_add_items`: the reference."""
-    from archives import rss
+    from archives.documents import rss
 
     document, channel = rss._channel(feed, rows[-1].updated,
                                      rss.archive_links(feed.slug, number, has_next=False))
@@ -482,7 +483,7 @@ def lxml_rss_archive(feed, number, rows, *, has_next):
 
 @pytest.mark.parametrize("has_next", [False, True])
 def test_sealing_writes_the_atom_page_lxml_writes(settings, atom_validators, has_next):
-    from archives.documents import ArchiveDocument
+    from archives.documents.feeds import ArchiveDocument
 
     settings.FEEDPUB_BASE_URL = "https://feeds.example.org/a&b"
     feed, rows = tricky_feed(), tricky_page_rows()
@@ -496,7 +497,7 @@ def test_sealing_writes_the_atom_page_lxml_writes(settings, atom_validators, has
 
 @pytest.mark.parametrize("has_next", [False, True])
 def test_sealing_writes_the_rss_twin_lxml_writes(settings, has_next):
-    from archives.documents import RssArchiveDocument
+    from archives.documents.feeds import RssArchiveDocument
 
     settings.FEEDPUB_BASE_URL = "https://feeds.example.org/a&b"
     feed, rows = tricky_feed(), tricky_page_rows()
@@ -516,8 +517,8 @@ def test_sealed_bytes_of_every_format_are_those_of_the_renderers_before_text_ren
     a sealed page's bytes never change with a release."""
     import hashlib
 
-    from archives import linkedpages
-    from archives.documents import ArchiveDocument, RssArchiveDocument
+    from archives.documents import linkedpages
+    from archives.documents.feeds import ArchiveDocument, RssArchiveDocument
 
     settings.FEEDPUB_BASE_URL = "https://feeds.example.org/a&b"
     feed, rows = tricky_feed(), tricky_page_rows()

@@ -13,8 +13,9 @@ from django.test import Client, RequestFactory
 from django.test.utils import CaptureQueriesContext
 from lxml import etree
 
-from archives import atom, publishing
-from archives.sealing import seal_feed
+from archives.documents import atom
+from archives.log import publishing
+from archives.log.sealing import seal_feed
 
 from .factories import FeedFactory, record_data
 from .walking import NS, walk

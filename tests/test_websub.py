@@ -17,9 +17,10 @@ from django.db import connection, connections, transaction
 from django.utils import timezone
 from lxml import etree
 
-from archives import publishing, websub
+from archives.log import publishing
 from archives.models import Feed, Subscription
-from archives.websub import Worker
+from archives.push import hub
+from archives.push.worker import Worker
 
 from .callback_server import CallbackServer
 from .factories import FeedFactory, record_data
@@ -415,7 +416,7 @@ def test_the_worker_wakes_on_a_notification_without_waiting_for_its_poll(client)
         try:
             callback.wait_for(1, method="GET")  # its first round verified the subscriber
             wait_until_listening()
-            write(feed)  # the write path's own NOTIFY (archives/heads.py) wakes it
+            write(feed)  # the write path's own NOTIFY (archives/db/heads.py) wakes it
             written = time.monotonic()
             (delivery,) = callback.wait_for(1, timeout=10)
             # The poll is a minute away: only the notification explains this.
@@ -423,7 +424,7 @@ def test_the_worker_wakes_on_a_notification_without_waiting_for_its_poll(client)
         finally:
             stop.set()
             with transaction.atomic():
-                websub.announce(websub.INTENTS_CHANNEL, 0)  # wake it to see `stop`
+                hub.announce(hub.INTENTS_CHANNEL, 0)  # wake it to see `stop`
             thread.join(timeout=10)
     assert not thread.is_alive()
 
@@ -441,7 +442,7 @@ def wait_until_listening(timeout: float = 10) -> None:
     while time.monotonic() < deadline:
         with connection.cursor() as cursor:
             cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE query = %s",
-                           [f"LISTEN {websub.INTENTS_CHANNEL}"])
+                           [f"LISTEN {hub.INTENTS_CHANNEL}"])
             if cursor.fetchone()[0]:
                 return
         time.sleep(0.05)

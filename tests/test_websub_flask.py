@@ -27,9 +27,9 @@ from flask_websub.subscriber import (
 )
 from werkzeug.serving import make_server
 
-from archives import publishing
+from archives.log import publishing
 from archives.models import Subscription
-from archives.websub import Worker
+from archives.push.worker import Worker
 
 from .factories import FeedFactory, record_data
 

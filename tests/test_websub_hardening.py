@@ -17,9 +17,11 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from archives import publishing, websub
+from archives.log import publishing
 from archives.models import Feed, Subscription
-from archives.websub import Worker
+from archives.push import hub
+from archives.push import worker as hub_worker
+from archives.push.worker import Worker
 
 from .callback_server import CallbackServer
 from .factories import FeedFactory
@@ -65,7 +67,7 @@ def callback():
 def active_subscription(feed: Feed, callback_url: str, **fields) -> Subscription:
     """A verified subscriber, up to date with the feed: as the hub leaves one (also for
     callbacks the hub would refuse now)."""
-    version = websub.Version.of(Feed.objects.get(pk=feed.pk))
+    version = hub_worker.Version.of(Feed.objects.get(pk=feed.pk))
     return Subscription.objects.create(
         feed=feed, format="atom", topic=TOPIC.replace("books", feed.slug),
         named_topic=TOPIC.replace("books", feed.slug), callback=callback_url,
@@ -206,7 +208,7 @@ def test_a_worker_holding_an_older_snapshot_sends_nothing_after_a_newer_one(
     worker.run_round()
     write(feed, "k1", 1)
     other = Worker()
-    real = websub.current_content
+    real = hub_worker.current_content
     raced = []
 
     def render_then_be_overtaken(feed_read, format):
@@ -217,7 +219,7 @@ def test_a_worker_holding_an_older_snapshot_sends_nothing_after_a_newer_one(
             assert other.run_round().delivered == 1
         return content
 
-    monkeypatch.setattr(websub, "current_content", render_then_be_overtaken)
+    monkeypatch.setattr(hub_worker, "current_content", render_then_be_overtaken)
     try:
         worker.run_round()
     finally:
@@ -271,7 +273,7 @@ def test_the_backoff_doubles_is_capped_and_adds_up_as_documented(client, feed, w
     assert sum(waits) == 5110  # README: 10 s and 10 attempts, ~1.4 hours
     assert not Subscription.objects.exists()
     settings.FEEDPUB_WEBSUB_MAX_ATTEMPTS = 1000
-    assert [websub.retry_delay(n) for n in (9, 10, 36, 999)] == [2560, 3600, 3600, 3600]
+    assert [hub_worker.retry_delay(n) for n in (9, 10, 36, 999)] == [2560, 3600, 3600, 3600]
 
 
 @pytest.mark.parametrize("name", ["CONCURRENCY", "TIMEOUT", "RETRY_SECONDS", "MAX_ATTEMPTS"])
@@ -374,7 +376,7 @@ def test_without_listen_the_worker_polls_and_keeps_running(client, monkeypatch):
         attempts.append(1)
         return False
 
-    monkeypatch.setattr(websub.Listener, "connect", cannot_listen)
+    monkeypatch.setattr(hub_worker.Listener, "connect", cannot_listen)
     stop = threading.Event()
     with CallbackServer() as callback:
         subscribe(client, f"{callback.url}/cb")
@@ -410,18 +412,18 @@ def test_a_notification_with_a_bad_payload_is_ignored(client):
             for payload in ("²", "books", ""):  # "²".isdigit(), yet int() refuses it
                 with connection.cursor() as cursor:
                     cursor.execute("SELECT pg_notify(%s, %s)",
-                                   [websub.CHANGES_CHANNEL, payload])
+                                   [hub_worker.CHANGES_CHANNEL, payload])
             time.sleep(0.3)
             assert thread.is_alive()
             with transaction.atomic():
                 write(feed)
-                websub.announce(websub.CHANGES_CHANNEL, feed.pk)
+                hub.announce(hub_worker.CHANGES_CHANNEL, feed.pk)
             written = time.monotonic()
             (delivery,) = callback.wait_for(1, timeout=10)
             assert delivery.arrived - written < 5  # woken, not polled (60 s)
         finally:
             stop.set()
             with transaction.atomic():
-                websub.announce(websub.INTENTS_CHANNEL, 0)
+                hub.announce(hub.INTENTS_CHANNEL, 0)
             thread.join(timeout=10)
     assert not thread.is_alive()

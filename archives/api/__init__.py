@@ -1,1 +1,1 @@
-"""The producer API (Django REST framework): thin views over `archives.publishing`."""
+"""The producer API (Django REST framework): thin views over `archives.log.publishing`."""

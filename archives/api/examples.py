@@ -14,7 +14,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter
 
 from archives import validation
-from archives.publishing import FROZEN
+from archives.log.publishing import FROZEN
 
 from .parsers import BodyTooLarge, LengthRequired
 

@@ -23,8 +23,8 @@ from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
+from archives.log.publishing import BatchError, PreconditionFailed
 from archives.models import Record
-from archives.publishing import BatchError, PreconditionFailed
 
 logger = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ from django.urls import reverse
 from rest_framework import serializers
 
 from archives import validation
-from archives.documents import record_json
+from archives.documents.records import record_json
+from archives.log.publishing import MAX_BATCH_OPERATIONS
 from archives.models import Feed, Record
-from archives.publishing import MAX_BATCH_OPERATIONS
 
 from .exceptions import as_drf
 

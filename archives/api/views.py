@@ -1,4 +1,4 @@
-"""The producer API. Thin: parse the request, call archives.publishing, shape the answer.
+"""The producer API. Thin: parse the request, call archives.log.publishing, shape the answer.
 
 Errors are raised as exceptions and shaped by `exceptions.handle`, so every refusal is
 the same JSON whatever raised it (a serializer, the validation rules, the write path).
@@ -25,7 +25,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from archives import publishing
+from archives.log import publishing
 from archives.models import Entry, Feed, Record
 from archives.validation import RECORD_FIELDS, clean_key
 

@@ -7,10 +7,10 @@ import random
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from archives import publishing
+from archives.log import publishing
+from archives.log.sealing import seal_feed
 from archives.management.progress import add_progress_argument, progress_bar
 from archives.models import Feed, validate_language
-from archives.sealing import seal_feed
 
 SUBJECTS = ["Coral reef", "Estuarine crocodile", "Rainfall", "Soil carbon", "Seagrass",
             "Koala habitat", "River flow", "Bushfire scar", "Wetland bird", "Ocean temperature"]

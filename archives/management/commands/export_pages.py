@@ -5,9 +5,9 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from archives import export
 from archives.management.progress import add_progress_argument, progress_bar, write_around
 from archives.models import Feed
+from archives.storage import export
 
 
 class Command(BaseCommand):

@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from archives.management.progress import add_progress_argument, progress_bar
 from archives.models import Feed
-from archives.snapshots import take_snapshot
+from archives.storage.snapshots import take_snapshot
 
 
 class Command(BaseCommand):

@@ -5,12 +5,12 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from archives.websub import RoundReport, Worker
+from archives.push.worker import RoundReport, Worker
 
 
 class Command(BaseCommand):
     help = ("Verify WebSub subscription intents and deliver each change to subscribers "
-            "(archives/websub.py). Any number may run at once.")
+            "(archives/push/). Any number may run at once.")
 
     def add_arguments(self, parser):
         parser.add_argument("--once", action="store_true",

@@ -18,10 +18,11 @@ from django.db.models import Count
 from django.db.models.functions import TruncDay
 from lxml import etree
 
-from . import atom
-from .documents import FeedDocument, inputs_etag
-from .models import Entry, Feed
-from .pagecache import PageCache
+from archives.documents import atom
+from archives.documents.base import inputs_etag
+from archives.documents.feeds import FeedDocument
+from archives.documents.pagecache import PageCache
+from archives.models import Entry, Feed
 
 SVG_TYPE = "image/svg+xml"
 SVG_NS = "http://www.w3.org/2000/svg"

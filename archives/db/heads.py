@@ -21,8 +21,8 @@ notification of a commit made before it was sent; once it has handled those, hea
 trusted for lease() seconds from the moment that round trip began (half of
 FEEDPUB_LAST_MODIFIED_SETTLE). A listener that stalls, or whose connection dies without a
 word, stops renewing it, and polls read the database within the lease. That keeps the
-promise documents.py's Last-Modified rests on: a change is visible within SETTLE seconds
-of its stamp, leaving the other half for the refresh and the response.
+promise archives/documents/base.py's Last-Modified rests on: a change is visible within
+SETTLE seconds of its stamp, leaving the other half for the refresh and the response.
 
 Why each rule holds (tests/test_heads.py exercises each on PostgreSQL):
 - A head read by a poll is stored only if no notification for that feed arrived since the
@@ -56,8 +56,9 @@ from functools import partial
 from django.conf import settings
 from django.db import connection, connections, transaction
 
+from archives.models import Feed
+
 from . import fastsql
-from .models import Feed
 
 logger = logging.getLogger(__name__)
 

@@ -22,10 +22,11 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from . import documents, fastsql
-from .heads import announce
-from .models import Entry, Feed, Record
-from .validation import RecordData, clean_feed_text, clean_key, clean_record
+from archives.db import fastsql
+from archives.db.heads import announce
+from archives.documents import base
+from archives.models import Entry, Feed, Record
+from archives.validation import RecordData, clean_feed_text, clean_key, clean_record
 
 logger = logging.getLogger(__name__)
 
@@ -150,10 +151,10 @@ def _write(
             raise BatchError(dict(sorted({**(invalid or {}), **changes.missing}.items())))
         if changes.entries:  # else nothing changed (a retried put): nothing to write
             changes.save()
-            # Stamped last, just before the commit, as documents.Document.last_modified
+            # Stamped last, just before the commit, as base.Document.last_modified
             # assumes; the row is locked, so the stored value is current.
             locked.subscription_modified = max(
-                locked.subscription_modified, documents.change_stamp())
+                locked.subscription_modified, base.change_stamp())
             Feed.objects.filter(pk=locked.pk).update(
                 last_seq=locked.last_seq, last_updated=locked.last_updated,
                 subscription_modified=locked.subscription_modified,
@@ -281,7 +282,7 @@ RECORD_COLUMNS = ("id", "feed_id", "key", "title", "summary", "metadata", "links
 
 def _insert_records(records: list[Record], as_json: _JsonOnce) -> None:
     """Insert new records: their entries need their ids, so on PostgreSQL the ids are
-    reserved in one query and the rows go by COPY (see archives/fastsql.py)."""
+    reserved in one query and the rows go by COPY (see archives/db/fastsql.py)."""
     if not records:
         return
     if not fastsql.can_copy():
@@ -303,7 +304,7 @@ CHANGED_RECORD_COLUMNS = ("title", "summary", "metadata", "links", "updated", "d
 
 def _update_records(records: list[Record], as_json: _JsonOnce) -> None:
     """Store the new state of changed records: on PostgreSQL in one UPDATE from a VALUES
-    list (see archives/fastsql.py)."""
+    list (see archives/db/fastsql.py)."""
     if not fastsql.can_copy():
         Record.objects.bulk_update(records, CHANGED_RECORD_COLUMNS)
         return
@@ -320,7 +321,7 @@ ENTRY_COLUMNS = ("feed_id", "seq", "record_id", "kind", "updated", "title", "sum
 
 def _insert_entries(entries: list[Entry], as_json: _JsonOnce) -> None:
     """Append the entries: the bulk of every write, and nothing points to them (no ids
-    needed back), so PostgreSQL takes them by COPY (see archives/fastsql.py)."""
+    needed back), so PostgreSQL takes them by COPY (see archives/db/fastsql.py)."""
     if not fastsql.can_copy():
         Entry.objects.bulk_create(entries)
         return
@@ -416,7 +417,7 @@ def update_feed(*, feed: Feed, **changes: Any) -> Feed:
             # Every document shows the feed's description (the subscription also the slug
             # and page size only through links and ranges, which a change may move).
             now = max(locked.subscription_modified, locked.description_modified,
-                      documents.change_stamp())
+                      base.change_stamp())
             locked.description_modified = locked.subscription_modified = now
             changed += ["description_modified", "subscription_modified"]
         locked.full_clean()

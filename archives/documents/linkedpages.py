@@ -16,9 +16,10 @@ from datetime import datetime
 from email.utils import parsedate_to_datetime
 from urllib.parse import quote
 
+from archives.formats import http_date, record_json
+from archives.models import Entry, Feed
+
 from .atom import EntryRow, hub_url, url
-from .formats import http_date, record_json
-from .models import Entry, Feed
 
 MULTIPART = "multipart/mixed"
 CRLF = b"\r\n"

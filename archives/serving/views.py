@@ -1,4 +1,4 @@
-"""The documents consumers read. Thin: find the document (archives/documents.py), answer
+"""The documents consumers read. Thin: find the document (archives/documents/base.py), answer
 304 when the client's copy is current, else serve its bytes."""
 
 from __future__ import annotations
@@ -28,27 +28,32 @@ from django.utils.text import compress_sequence
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST, require_safe
 
-from . import atom, documents, htmlpages, linkedpages, websub
-from .activity import ActivityChart
-from .documents import (
+from archives.db.heads import heads
+from archives.documents import atom, base, feeds, linked, linkedpages
+from archives.documents.base import Document
+from archives.documents.feeds import (
     ArchiveDocument,
     CompleteDocument,
-    Document,
     FeedDocument,
-    LinkedPageDocument,
     PagedFeedDocument,
     PagedPageDocument,
-    RecordDocument,
     RssArchiveDocument,
     RssSubscriptionDocument,
-    SnapshotIndexDocument,
-    SnapshotPageDocument,
     SubscriptionDocument,
 )
-from .heads import heads
-from .models import ArchivePage, Feed, Record, Snapshot, SnapshotPage
+from archives.documents.linked import (
+    LinkedPageDocument,
+    SnapshotIndexDocument,
+    SnapshotPageDocument,
+)
+from archives.documents.records import RecordDocument
+from archives.html import pages
+from archives.html.activity import ActivityChart
+from archives.models import ArchivePage, Feed, Record, Snapshot, SnapshotPage
+from archives.push import hub
+from archives.validation import clean_key
+
 from .negotiation import negotiated
-from .validation import clean_key
 
 MAX_PAGE_NUMBER = 2**31 - 1  # the column's range: no page can have a larger number
 
@@ -76,7 +81,7 @@ def index(request: HttpRequest) -> HttpResponse:
 def subscription(request: HttpRequest, slug: str, format: str | None) -> HttpResponse:
     document = _feed_document(SubscriptionDocument, slug)
     if format == "html":
-        document = htmlpages.FeedPage(document, page=request.GET.get("page"))
+        document = pages.FeedPage(document, page=request.GET.get("page"))
     return serve(request, document)
 
 
@@ -87,7 +92,7 @@ def archive(request: HttpRequest, slug: str, number: int, format: str | None) ->
         raise Http404(f"There is no archive page {number}")
     try:
         if format == "html":
-            document = htmlpages.ArchivePageHTML.for_page(slug, number, read_at=documents.now())
+            document = pages.ArchivePageHTML.for_page(slug, number, read_at=base.now())
         else:
             document = ArchiveDocument.for_page(slug, number)
     except ArchivePage.DoesNotExist:
@@ -107,7 +112,7 @@ def linked_page(request: HttpRequest, slug: str, number: int) -> HttpResponse:
 def newest_linked_page(request: HttpRequest, slug: str) -> HttpResponse:
     """The linked-pages entry point: a short-lived redirect to the newest page."""
     try:
-        number = documents.newest_linked_page(slug)
+        number = linked.newest_linked_page(slug)
     except ArchivePage.DoesNotExist as error:
         raise Http404(str(error)) from None
     response = _short_lived(HttpResponseRedirect(
@@ -169,7 +174,7 @@ def archive_by_date(request: HttpRequest, slug: str, year: str, month: str, day:
     except ValueError:
         raise Http404(f"{year}-{month}-{day} is not a date") from None
     try:
-        number = documents.archive_holding(slug, instant)
+        number = feeds.archive_holding(slug, instant)
     except Feed.DoesNotExist:
         raise Http404(f"No feed {slug!r}") from None
     if number is None:  # not sealed yet: what exists of it is in the subscription document
@@ -177,7 +182,7 @@ def archive_by_date(request: HttpRequest, slug: str, year: str, month: str, day:
     # Permanent, and cacheable for ever: the first sealed page with an entry at or after
     # an instant never changes.
     return HttpResponsePermanentRedirect(reverse("archives:archive", args=[slug, number]),
-                                         headers={"Cache-Control": documents.IMMUTABLE})
+                                         headers={"Cache-Control": base.IMMUTABLE})
 
 
 @read_only
@@ -188,7 +193,7 @@ def record(request: HttpRequest, slug: str, key: str, format: str | None) -> Htt
     except (ValidationError, Record.DoesNotExist):  # no record can have an invalid key
         raise Http404(f"Feed {slug!r} has no record {key!r}") from None
     if format == "html":
-        page = htmlpages.RecordPage(document, page=request.GET.get("page"))
+        page = pages.RecordPage(document, page=request.GET.get("page"))
         if document.record.is_deleted:  # its history, with the Atom URL's status
             return HttpResponseGone(page.body(), content_type=page.content_type,
                                     headers={"Cache-Control": page.cache_control()})
@@ -201,7 +206,7 @@ def record(request: HttpRequest, slug: str, key: str, format: str | None) -> Htt
 @read_only
 def search(request: HttpRequest, slug: str) -> HttpResponse:
     """Records of a feed whose key or title contains `q`, for people."""
-    context = htmlpages.search(_feed_or_404(slug), request.GET.get("q", ""),
+    context = pages.search(_feed_or_404(slug), request.GET.get("q", ""),
                                request.GET.get("page"))
     return _short_lived(render(request, "archives/search.html", context,
                                status=400 if context.get("invalid") else 200))
@@ -259,16 +264,16 @@ def paged_page(request: HttpRequest, slug: str, number: int) -> HttpResponse:
 @require_POST
 def websub_hub(request: HttpRequest) -> HttpResponse:
     """The hub (W3C WebSub 5.1): a subscription request is checked and recorded, and the
-    websub_worker verifies it with the callback (archives/websub.py)."""
-    wait = websub.throttled(request)
+    websub_worker verifies it with the callback (archives/push/)."""
+    wait = hub.throttled(request)
     if wait is not None:
         return HttpResponse(f"Too many subscription requests from this address "
                             f"(FEEDPUB_WEBSUB_RATE): retry after {wait} seconds.\n",
                             status=429, headers={"Retry-After": str(wait)},
                             content_type="text/plain; charset=utf-8")
     try:
-        websub.record_request(request.POST)
-    except websub.HubRequestError as error:
+        hub.record_request(request.POST)
+    except hub.HubRequestError as error:
         return HttpResponseBadRequest(f"{error}\n", content_type="text/plain; charset=utf-8")
     return HttpResponse("Accepted: the callback will be asked to confirm.\n", status=202,
                         content_type="text/plain; charset=utf-8")

@@ -51,9 +51,10 @@ from django.core.files.storage import FileSystemStorage, Storage, storages
 from django.db.models import F, Q, QuerySet
 from storages.backends.s3 import S3Storage
 
-from . import atom, documents, fastsql, linkedpages
-from .documents import ArchiveDocument, RssArchiveDocument
-from .models import ArchivePage
+from archives.db import fastsql
+from archives.documents import atom, base, linkedpages
+from archives.documents.feeds import ArchiveDocument, RssArchiveDocument
+from archives.models import ArchivePage
 
 logger = logging.getLogger(__name__)
 
@@ -217,7 +218,7 @@ def page_files(page: SealedState) -> list[PageFile]:
     read_at = datetime.now(tz=UTC)  # (headers below do not depend on it)
     files: list[PageFile] = []
     atom_page = ArchiveDocument(page.slug, page.number, body=page.body,
-                                etag=documents.bytes_etag(page.body),
+                                etag=base.bytes_etag(page.body),
                                 has_next=page.has_next, modified=page.modified,
                                 read_at=read_at)
     files += _with_gzip(directory + version, atom_page)
@@ -233,12 +234,12 @@ def page_files(page: SealedState) -> list[PageFile]:
         files.append(PageFile(
             atom._path("archives:linked-page", page.slug, page.number).lstrip("/"),
             page.multipart, linkedpages.content_type_of(page.multipart),
-            documents.IMMUTABLE, None))
+            base.IMMUTABLE, None))
     return files
 
 
-def _with_gzip(name: str, document: documents.Document) -> list[PageFile]:
-    second = documents.visible_second(document.modified())
+def _with_gzip(name: str, document: base.Document) -> list[PageFile]:
+    second = base.visible_second(document.modified())
     cache_control = document.cache_control()
     return [PageFile(name + GZIP, document.gzipped(), document.content_type, cache_control,
                      second, "gzip"),
@@ -301,8 +302,8 @@ def superseded(slug: str, number: int) -> None:
 
 def settled_before() -> datetime:
     """Pages modified before this instant have reached their Last-Modified second (see
-    documents.visible_second): int(modified) + 1 + settle <= now."""
-    second = int(documents.now().timestamp()) - settings.FEEDPUB_LAST_MODIFIED_SETTLE
+    base.visible_second): int(modified) + 1 + settle <= now."""
+    second = int(base.now().timestamp()) - settings.FEEDPUB_LAST_MODIFIED_SETTLE
     return datetime.fromtimestamp(second, tz=UTC)
 
 

@@ -22,10 +22,12 @@ from django.db import IntegrityError, models, transaction
 from django.db.models import F, Q, Value
 from django.db.models.functions import Greatest
 
-from . import atom, documents, export, fastsql, linkedpages
-from .documents import ArchiveDocument, RssArchiveDocument
-from .heads import announce
-from .models import NEEDS_SEALING, ArchivePage, Feed
+from archives.db import fastsql
+from archives.db.heads import announce
+from archives.documents import atom, base, linkedpages
+from archives.documents.feeds import ArchiveDocument, RssArchiveDocument
+from archives.models import NEEDS_SEALING, ArchivePage, Feed
+from archives.storage import export
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +70,7 @@ def seal_all(*, dry_run: bool = False,
         except Exception:
             logger.exception("sealing feed %s failed; the next pass tries again", feed.slug)
     if not dry_run:
-        try:  # what this pass and earlier ones sealed, once settled (archives/export.py)
+        try:  # what this pass and earlier ones sealed, once settled (archives/storage/export.py)
             export.export_pending()
         except Exception:  # the files are a copy: they must never stop sealing
             logger.exception("exporting pages failed; the next pass tries again")
@@ -170,8 +172,9 @@ def _seal_run(feed: Feed, first: int, last: int, previous) -> list[tuple[bytes, 
         ))
     try:
         with transaction.atomic():
-            # Documents' Last-Modified: stamped just before the commit (see documents.py).
-            now = documents.change_stamp()
+            # Documents' Last-Modified: stamped just before the commit (see
+            # archives/documents/base.py).
+            now = base.change_stamp()
             _insert_pages(pages, now)
             if first > 1:
                 known = previous[1] if previous and previous[0] == first - 1 else None
@@ -184,7 +187,7 @@ def _seal_run(feed: Feed, first: int, last: int, previous) -> list[tuple[bytes, 
                 "subscription_modified", now))
             if not claimed:
                 raise _LostRace
-            announce(feed.pk)  # delivered with the commit (archives/heads.py)
+            announce(feed.pk)  # delivered with the commit (archives/db/heads.py)
     except IntegrityError:  # another sealer committed these page numbers first
         raise _LostRace from None
     logger.info("sealed %s pages %s..%s (entries %s..%s)", feed.slug, first, last,
@@ -198,7 +201,7 @@ PAGE_COLUMNS = ("feed_id", "number", "first_seq", "last_seq", "first_updated", "
 
 def _insert_pages(pages: list[ArchivePage], now: datetime) -> None:
     """Store the run's pages; on PostgreSQL by COPY, which sends their ~50 KB bodies
-    without quoting them into the SQL text (see archives/fastsql.py)."""
+    without quoting them into the SQL text (see archives/db/fastsql.py)."""
     for page in pages:
         page.sealed_at = page.modified = now
     fastsql.insert(ArchivePage, pages, PAGE_COLUMNS)
@@ -257,5 +260,5 @@ def freeze_rss_pages(limit: int = PAGES_PER_RUN) -> int:
         # have been retitled since a copy was rendered, and that copy had only its Date.
         done += ArchivePage.objects.filter(
             pk=page.pk, rss__isnull=True, has_next=page.has_next).update(
-            rss=rss, modified=_no_earlier("modified", documents.change_stamp()))
+            rss=rss, modified=_no_earlier("modified", base.change_stamp()))
     return done

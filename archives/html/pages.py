@@ -1,10 +1,10 @@
 """Pages for people: the HTML renderings of a feed, an archive page and a record, and the
-feed search. Browsers get them at the documents' own URLs (archives/negotiation.py) or with
-`?format=html`.
+feed search. Browsers get them at the documents' own URLs
+(archives/serving/negotiation.py) or with `?format=html`.
 
-Each page is a Document (archives/documents.py) like the Atom it stands beside: it owns its
-inputs, its ETag (a hash of them, distinct from the Atom variant's) and its bytes. Pages are
-revalidated by ETag only and carry no Last-Modified: what they show (which page holds an
+Each page is a Document (archives/documents/base.py) like the Atom it stands beside: it
+owns its inputs, its ETag (a hash of them, distinct from the Atom variant's) and its bytes.
+Pages are revalidated by ETag only and carry no Last-Modified: what they show (which page holds an
 entry, the feed's current title) changes without a stored date of its own.
 
 Everything shown comes from producers and is escaped by the templates; a producer's link
@@ -26,11 +26,15 @@ from django.core.paginator import Page, Paginator
 from django.db.models import Q
 from django.template.loader import render_to_string
 
-from . import activity, atom
-from .documents import Document, RecordDocument, SubscriptionDocument, inputs_etag
-from .models import ArchivePage, Entry, Feed, Record
-from .pagecache import PageCache
-from .validation import xml_problem
+from archives.documents import atom
+from archives.documents.base import Document, inputs_etag
+from archives.documents.feeds import SubscriptionDocument
+from archives.documents.pagecache import PageCache
+from archives.documents.records import RecordDocument
+from archives.models import ArchivePage, Entry, Feed, Record
+from archives.validation import xml_problem
+
+from . import activity
 
 HTML_TYPE = "text/html; charset=utf-8"
 TEMPLATES = Path(settings.BASE_DIR) / "templates" / "archives"

@@ -12,7 +12,7 @@ number, a document that changed already) is answered at once, as RFC 7240 asks o
 preferences a server does not honour. Under WSGI (gunicorn's sync workers) nothing waits.
 
 Waking is cheap. One watcher per feed being waited on learns of changes from
-archives/heads.py's listener (PostgreSQL NOTIFY, delivered on commit) or, without one
+archives/db/heads.py's listener (PostgreSQL NOTIFY, delivered on commit) or, without one
 (SQLite, or while heads are not trusted), by reading the feed's head every RECHECK
 seconds.
 On a change it asks Django once for the new response per variant of the waiting requests
@@ -43,8 +43,8 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.db import DatabaseError, connection, connections
 
-from .heads import heads, version
-from .models import Feed
+from archives.db.heads import heads, version
+from archives.models import Feed
 
 logger = logging.getLogger(__name__)
 

@@ -19,10 +19,10 @@ from django.dispatch import receiver
 from django.urls import get_script_prefix, reverse
 from lxml import etree
 
-from . import fastsql
-from .formats import record_atom_id, rfc3339
-from .models import Entry, Feed, Record
-from .validation import RECORD_ENTRY_TYPE
+from archives.db import fastsql
+from archives.formats import record_atom_id, rfc3339
+from archives.models import Entry, Feed, Record
+from archives.validation import RECORD_ENTRY_TYPE
 
 ATOM_NS = "http://www.w3.org/2005/Atom"
 FH_NS = "http://purl.org/syndication/history/1.0"
@@ -128,7 +128,7 @@ def subscription_links(feed: Feed) -> list[tuple[str, str]]:
 
 def hub_url() -> str:
     """feedpub's own WebSub hub, which subscription documents name (rel="hub") beside
-    their topic URL (rel="self"): archives/websub.py."""
+    their topic URL (rel="self"): archives/push/."""
     return url("archives:websub")
 
 

@@ -1,7 +1,7 @@
 """Speed shortcuts past the ORM, each measured and each pinned by a test to its SQL
 (tests/test_fastsql.py). Everything else goes through the ORM.
 
-- `feed_by_slug`, `feed_by_pk`: the poll's one query (when archives/heads.py cannot
+- `feed_by_slug`, `feed_by_pk`: the poll's one query (when archives/db/heads.py cannot
   answer it from memory), compiled once per connection.
 - `existing_records`: one index probe per key, whatever the planner's statistics.
 - `copy_rows`, `insert`: COPY for rows nothing points back to (entries, sealed pages,
@@ -12,7 +12,7 @@
 - `live_records`: the complete feed's records, a batch a query, without the ORM's
   per-row costs.
 - `page_bodies`: sealed pages' bodies for their export, in binary: 7 x faster than the
-  hex text in which bytea otherwise comes back (archives/export.py).
+  hex text in which bytea otherwise comes back (archives/storage/export.py).
 - `entry_rows`: a range of a feed's entries, for every document that shows them (sealing
   reads each entry once), without the ORM's per-row costs.
 """
@@ -27,7 +27,7 @@ import psycopg
 from django.db import connection, connections, models
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from .models import ArchivePage, Entry, Feed, Record
+from archives.models import ArchivePage, Entry, Feed, Record
 
 # Compiled lookups live on the connection (one per thread and alias) that runs them, so
 # each compiler and its converters belong to it, and go when it does. (Not in a
@@ -49,7 +49,7 @@ def feed_by_slug(slug: str, *, using: str = "default") -> Feed:
 
 
 def feed_by_pk(pk: int, *, db: BaseDatabaseWrapper) -> Feed:
-    """One feed by its primary key, on the connection `db` (archives/heads.py's listener
+    """One feed by its primary key, on the connection `db` (archives/db/heads.py's listener
     has one of its own): the same row, converted as feed_by_slug converts it, so that
     documents built from either give the same ETag. Raises Feed.DoesNotExist."""
     return _feed_by("pk", pk, db)

@@ -1,15 +1,5 @@
-"""WebSub (W3C Recommendation, 2018-01-23): feedpub is the hub of its own topics.
-
-Topics are a feed's subscription document, in Atom (/feeds/<slug>/) or RSS
-(/feeds/<slug>/rss/), and the linked-pages entry point (/feeds/<slug>/pages/latest), whose
-content is the newest linked page. Each names the hub (rel="hub") and itself (rel="self").
-A linked page's URL is accepted as a name of the entry point: a client that discovers the
-hub by following the entry point's redirect reads the newest page's `self`, and that is the
-topic it asks for.
-
-The hub's view only checks a request (`record_request`: 400 with the reason, else 202) and
-records the intent; each client address may make FEEDPUB_WEBSUB_RATE of them (429 beyond).
-The worker (`Worker`, run by `manage.py websub_worker`) makes every call to a callback:
+"""The WebSub worker (`Worker`, run by `manage.py websub_worker`): it makes every call to a
+callback for the hub (archives/push/hub.py records the intents):
 - it verifies an intent with a GET carrying hub.mode, hub.topic, hub.challenge (and
   hub.lease_seconds), which the callback must answer with a 2xx echoing the challenge; a
   subscriber whose topic is gone (its feed deleted or renamed) is denied (hub.mode=denied);
@@ -40,25 +30,19 @@ and none sends a document older than one already delivered.
 from __future__ import annotations
 
 import asyncio
-import errno
 import hashlib
 import hmac
-import ipaddress
 import logging
-import math
 import re
 import secrets
-import socket
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from urllib.parse import urlsplit
 
 import aiohttp
 from django.conf import settings
-from django.core.exceptions import ImproperlyConfigured, ValidationError
-from django.core.validators import URLValidator
+from django.core.exceptions import ImproperlyConfigured
 from django.db import (
     InterfaceError,
     OperationalError,
@@ -67,40 +51,28 @@ from django.db import (
     transaction,
 )
 from django.db.models import F, Q
-from django.http import HttpRequest, QueryDict
-from django.http.request import validate_host
-from django.urls import Resolver404, resolve
 from django.utils import timezone
-from rest_framework.throttling import SimpleRateThrottle
 from yarl import URL
 
-from . import atom, documents, heads, linkedpages, rss
-from .documents import LinkedPageDocument, RssSubscriptionDocument, SubscriptionDocument
-from .models import ArchivePage, Feed, Subscription
+from archives.db import heads
+from archives.documents import atom, base, linked
+from archives.documents.feeds import RssSubscriptionDocument, SubscriptionDocument
+from archives.documents.linked import LinkedPageDocument
+from archives.models import ArchivePage, Feed, Subscription
+
+from .hub import INTENTS_CHANNEL, Format, Mode, callback_allowed, public_socket, topic_url
 
 logger = logging.getLogger(__name__)
 
-Format = Subscription.Format
-Mode = Subscription.Mode
 
-# The routes that are topics, and the format each names.
-TOPIC_ROUTES = {"archives:subscription": Format.ATOM, "archives:rss": Format.RSS,
-                "archives:linked-latest": Format.LINKED}
-# A linked page: a name of its feed's entry point (what discovery through the entry point's
-# redirect finds as `self`).
-LINKED_PAGE_ROUTE = "archives:linked-page"
-MAX_SECRET_BYTES = 199  # "hub.secret ... MUST be less than 200 bytes"
-MAX_CALLBACK_BYTES = 2000
-HUB_FIELDS = ("hub.mode", "hub.topic", "hub.callback", "hub.lease_seconds", "hub.secret")
-CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
 # The longest wait between two delivery attempts, however many failures came before.
 MAX_RETRY_DELAY = 3600
 # What a verification's answer may hold besides the challenge (a newline, spaces).
 CHALLENGE_SLACK = 1024
 # PostgreSQL channels the worker listens on: writes announce the feed they changed (the
-# write path, archives/heads.py), the hub announces a new intent.
+# write path, archives/db/heads.py), the hub announces a new intent (INTENTS_CHANNEL).
 CHANGES_CHANNEL = heads.CHANNEL
-INTENTS_CHANNEL = "feedpub_websub"
+
 # Subscriptions a worker claims at once, and for how long: longer than a batch can take
 # (CONCURRENCY callbacks at a time, each within the timeout), after which a crashed
 # worker's claims lapse and another worker calls those callbacks.
@@ -127,53 +99,6 @@ def check_settings() -> None:
                         f"FEEDPUB_WEBSUB_MAX_LEASE_SECONDS ({high})")
     if problems:
         raise ImproperlyConfigured("; ".join(problems))
-
-
-class HubRequestError(ValueError):
-    """A subscription request the hub refuses: its message says why (the 400's body)."""
-
-
-# Topics -----------------------------------------------------------------------------------
-
-def topic_url(slug: str, format: str) -> str:
-    if format == Format.ATOM:
-        return atom.subscription_url(slug)
-    if format == Format.RSS:
-        return rss.rss_subscription_url(slug)
-    return linkedpages.entry_point_url(slug)
-
-
-def find_topic(url: str) -> tuple[Feed, str]:
-    """The feed and format a topic URL names. Raises HubRequestError."""
-    base = settings.FEEDPUB_BASE_URL
-    match = format = feed = None
-    if url.startswith(base + "/"):
-        try:
-            match = resolve(urlsplit(url.removeprefix(base)).path)
-        except (Resolver404, ValueError):  # ValueError: a URL urlsplit cannot read
-            match = None
-    if match is not None and match.view_name == LINKED_PAGE_ROUTE:
-        format = Format.LINKED
-    elif match is not None:
-        format = TOPIC_ROUTES.get(match.view_name)
-    if format:
-        feed = Feed.objects.filter(slug=match.kwargs["slug"]).first()
-    if feed is None or url not in topic_names(feed, format, match.kwargs.get("number")):
-        example = topic_url("SLUG", Format.ATOM).replace("SLUG", "<slug>")
-        raise HubRequestError(
-            f"hub.topic {url!r} is not a topic of this hub. Topics are an existing feed's "
-            f"subscription document ({example}), its RSS twin (rss/ after it) and its "
-            f"linked-pages entry point (pages/latest after it, or one of its pages).")
-    return feed, format
-
-
-def topic_names(feed: Feed, format: str, page: int | None) -> set[str]:
-    """The URLs a request may name the feed's topic by: its own, and for the entry point
-    an existing linked page of the feed."""
-    names = {topic_url(feed.slug, format)}
-    if page is not None and 0 < page <= documents.newest_page(feed):
-        names.add(atom.url(LINKED_PAGE_ROUTE, feed.slug, page))
-    return names
 
 
 @dataclass(frozen=True, order=True)
@@ -216,9 +141,9 @@ class Content:
 def current_content(feed: Feed, format: str) -> Content | None:
     """The topic's bytes (None: the linked-pages topic of a feed with no entries), of the
     feed as read or later, never earlier."""
-    read_at = documents.now()
+    read_at = base.now()
     if format == Format.LINKED:
-        number = documents.newest_page(feed)
+        number = linked.newest_page(feed)
         try:
             page = LinkedPageDocument.for_page(feed.slug, number)
         except ArchivePage.DoesNotExist:  # no entries yet (or renamed since read)
@@ -230,156 +155,11 @@ def current_content(feed: Feed, format: str) -> Content | None:
     return Content(document.etag(), document.body(), document.content_type)
 
 
-# The hub: subscription requests -----------------------------------------------------------
-
-class HubThrottle(SimpleRateThrottle):
-    """Subscription requests per client address (FEEDPUB_WEBSUB_RATE), counted in Django's
-    default cache like the API's throttles; the address as they take it (NUM_PROXIES)."""
-
-    scope = "websub"
-
-    def get_rate(self) -> str | None:
-        return settings.FEEDPUB_WEBSUB_RATE
-
-    def get_cache_key(self, request, view) -> str:
-        return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}
-
-
-def throttled(request: HttpRequest) -> int | None:
-    """Seconds the client must wait before its next request (None: go ahead)."""
-    throttle = HubThrottle()
-    if throttle.allow_request(request, None):
-        return None
-    return max(math.ceil(throttle.wait() or 1), 1)
-
-
-def record_request(data: QueryDict) -> Subscription:
-    """Check a subscription request (hub.mode, hub.topic, hub.callback, hub.lease_seconds,
-    hub.secret) and record it for the worker to verify. Raises HubRequestError."""
-    for name in HUB_FIELDS:
-        if CONTROL_CHARACTERS.search(data.get(name, "")):
-            raise HubRequestError(f"{name} must not contain control characters.")
-    mode = data.get("hub.mode", "")
-    if mode not in Mode.values:
-        raise HubRequestError(f"hub.mode must be subscribe or unsubscribe, not {mode!r}.")
-    named_topic = data.get("hub.topic", "")
-    feed, format = find_topic(named_topic)
-    callback = clean_callback(data.get("hub.callback", ""))
-    secret = clean_secret(data.get("hub.secret", ""))
-    lease = clean_lease(data.get("hub.lease_seconds", "")) if mode == Mode.SUBSCRIBE else None
-    with transaction.atomic():
-        subscription, _ = Subscription.objects.select_for_update().get_or_create(
-            topic=topic_url(feed.slug, format), callback=callback,
-            defaults={"feed": feed, "format": format})
-        if subscription.feed_id != feed.pk:
-            # A row kept from before a rename: the feed that had this URL then. Its
-            # subscription is to a topic gone; this request starts a new one.
-            subscription.expires_at = None
-        subscription.feed, subscription.format = feed, format
-        subscription.intent, subscription.intent_topic = mode, named_topic
-        subscription.intent_secret, subscription.intent_lease_seconds = secret, lease
-        subscription.intent_at = timezone.now()
-        subscription.save(update_fields=["feed", "format", "expires_at", "intent", "intent_topic",
-                                         "intent_secret", "intent_lease_seconds", "intent_at"])
-        announce(INTENTS_CHANNEL, subscription.pk)
-    return subscription
-
-
-_url_validator = URLValidator(schemes=["http", "https"])
-
-
-def clean_callback(url: str) -> str:
-    if not url:
-        raise HubRequestError("hub.callback is missing.")
-    try:
-        _url_validator(url)
-        host, _ = urlsplit(url).hostname, urlsplit(url).port  # port: ValueError if bad
-    except (ValidationError, ValueError):
-        raise HubRequestError(f"hub.callback {url!r} is not an absolute http(s) URL with a "
-                              f"valid host and port.") from None
-    if len(url.encode()) > MAX_CALLBACK_BYTES:
-        raise HubRequestError(f"hub.callback is longer than {MAX_CALLBACK_BYTES} bytes.")
-    if not callback_allowed(url):
-        raise HubRequestError(f"This hub does not call back {host!r} "
-                              f"(hosts it calls: FEEDPUB_WEBSUB_CALLBACK_HOSTS).")
-    if not address_allowed(host, literal_only=True):
-        raise HubRequestError(f"This hub does not call back {host!r}: not a public address "
-                              f"(FEEDPUB_WEBSUB_ALLOW_PRIVATE_CALLBACKS).")
-    return url
-
-
-def callback_allowed(url: str) -> bool:
-    """Whether FEEDPUB_WEBSUB_CALLBACK_HOSTS admits the callback's host (ALLOWED_HOSTS
-    patterns). Checked on each request and again before each call: the setting may have
-    narrowed since the subscription was made."""
-    try:
-        host = (urlsplit(url).hostname or "").lower()
-    except ValueError:
-        return False
-    return bool(host) and validate_host(host, settings.FEEDPUB_WEBSUB_CALLBACK_HOSTS)
-
-
-def address_allowed(host: str, *, literal_only: bool = False) -> bool:
-    """Whether the hub may connect to `host`, an IP address: a public one, or any when
-    FEEDPUB_WEBSUB_ALLOW_PRIVATE_CALLBACKS. With `literal_only`, a name passes (its
-    addresses are checked when it is connected to)."""
-    if settings.FEEDPUB_WEBSUB_ALLOW_PRIVATE_CALLBACKS:
-        return True
-    try:
-        address = ipaddress.ip_address(host.split("%", 1)[0])  # an IPv6 scope is no part
-    except ValueError:
-        return literal_only
-    if address.version == 6 and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    # is_global leaves out loopback, private, link-local, reserved and shared addresses;
-    # multicast ones count as global there.
-    return address.is_global and not address.is_multicast
-
-
-def public_socket(addr_info) -> socket.socket:
-    """aiohttp's socket factory: called for each address a callback's name resolved to,
-    right before connecting, so a name that resolves (or rebinds) to a private address
-    is refused as well as a literal one."""
-    family, type_, proto, _, address = addr_info
-    if not address_allowed(address[0]):
-        raise OSError(errno.EACCES, f"{address[0]} is not a public address "
-                                    f"(FEEDPUB_WEBSUB_ALLOW_PRIVATE_CALLBACKS)")
-    return socket.socket(family=family, type=type_, proto=proto)
-
-
-def clean_secret(secret: str) -> str:
-    if len(secret.encode()) > MAX_SECRET_BYTES:
-        raise HubRequestError(f"hub.secret must be less than {MAX_SECRET_BYTES + 1} bytes.")
-    return secret
-
-
-def clean_lease(value: str) -> int:
-    """The lease granted: the one asked for, brought within the range this hub grants
-    (WebSub lets the hub choose; the verification tells the subscriber which)."""
-    if not value:
-        return settings.FEEDPUB_WEBSUB_LEASE_SECONDS
-    if not re.fullmatch(r"[0-9]+", value):
-        raise HubRequestError(f"hub.lease_seconds must be a whole number of seconds, "
-                              f"not {value!r}.")
-    low, high = (settings.FEEDPUB_WEBSUB_MIN_LEASE_SECONDS,
-                 settings.FEEDPUB_WEBSUB_MAX_LEASE_SECONDS)
-    return high if len(value) > 12 else min(max(int(value), low), high)
-
-
-def announce(channel: str, payload: int) -> None:
-    """NOTIFY `channel` when the transaction commits (PostgreSQL); elsewhere the worker
-    finds the change by polling."""
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_notify(%s, %s)", [channel, str(payload)])
-
-
 def signature(secret: str, body: bytes) -> str:
     """X-Hub-Signature's value: `sha256=` and the HMAC of the body keyed by the secret."""
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
-# The worker ------------------------------------------------------------------------------
 
 @dataclass
 class RoundReport:

@@ -18,6 +18,9 @@ from datetime import datetime
 
 from lxml import etree
 
+from archives.formats import http_date, record_atom_id
+from archives.models import Entry, Feed
+
 from .atom import (
     ATOM_NS,
     FH_NS,
@@ -33,8 +36,6 @@ from .atom import (
     url,
     with_entries,
 )
-from .formats import http_date, record_atom_id
-from .models import Entry, Feed
 
 RSS_TYPE = "application/rss+xml; charset=utf-8"
 RSS_MEDIA_TYPE = "application/rss+xml"
@@ -66,7 +67,7 @@ def subscription_links(feed: Feed) -> list[tuple[str, str]]:
              ("current", rss_subscription_url(feed.slug))]
     if feed.sealed_pages:
         links.append(("prev-archive", rss_archive_url(feed.slug, feed.sealed_pages)))
-    links.append(("hub", hub_url()))  # WebSub: archives/websub.py
+    links.append(("hub", hub_url()))  # WebSub: archives/push/
     return links
 
 

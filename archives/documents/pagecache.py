@@ -1,6 +1,6 @@
 """A bounded in-process cache of documents, for those whose bytes can be trusted as is.
 
-archives/documents.py keeps three: documents whose bytes and headers are final (an archive
+archives/documents/base.py keeps three: documents whose bytes and headers are final (an archive
 page with its next-archive link, a linked page with its next link: they never change again,
 and their feed can never be renamed or deleted, so they are never invalidated: a warm
 request skips the database entirely), and the newest rendering of each subscription

@@ -19,9 +19,10 @@ from itertools import islice
 from django.db import transaction
 from django.db.models import Exists, OuterRef, Q, Subquery
 
-from . import atom, documents, fastsql, linkedpages
-from .documents import bytes_etag
-from .models import ArchivePage, Entry, Feed, Snapshot, SnapshotPage
+from archives.db import fastsql
+from archives.documents import atom, base, linkedpages
+from archives.documents.base import bytes_etag
+from archives.models import ArchivePage, Entry, Feed, Snapshot, SnapshotPage
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ def take_snapshot(feed: Feed, *, keep: int | None = None,
     feed.refresh_from_db()
     snapshot = Snapshot.objects.create(feed=feed, last_seq=feed.last_seq,
                                        last_updated=feed.last_updated,
-                                       created=documents.change_stamp())
+                                       created=base.change_stamp())
     pending: list[SnapshotPage] = []
     for parts in _chunks(live_entities(feed, feed.last_seq), feed.page_size):
         pending.append(_page(snapshot, snapshot.pages + len(pending) + 1, parts))
@@ -137,7 +138,7 @@ def prune(feed: Feed, *, keep: int) -> int:
     # Older than the oldest kept one: a snapshot another sealer completes meanwhile is
     # newer, and stays.
     older = Q(complete=True, created__lt=kept[-1])
-    abandoned = Q(complete=False, created__lt=documents.change_stamp() - timedelta(days=1))
+    abandoned = Q(complete=False, created__lt=base.change_stamp() - timedelta(days=1))
     doomed = Snapshot.objects.filter(feed=feed).filter(older | abandoned)
     with transaction.atomic():
         SnapshotPage.objects.filter(snapshot__in=doomed).delete()

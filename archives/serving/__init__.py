@@ -1,0 +1,4 @@
+"""HTTP for consumers: the views (thin: find a document, answer 304 or its bytes), content
+negotiation between feeds and pages for people, and long polling (ASGI). May use everything
+below it (documents, html, storage, push); only urls and feedpub's ASGI app import it.
+"""
