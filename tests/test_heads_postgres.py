@@ -152,7 +152,7 @@ def test_a_write_committed_by_another_process_is_seen_within_the_bound(client, b
     database = connection.settings_dict
     url = (f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/"
            f"{database['NAME']}")
-    script = ("from archives import publishing; from archives.models import Feed; "
+    script = ("from archives.log import publishing; from archives.models import Feed; "
               "publishing.put_record(feed=Feed.objects.get(slug='books'), key='k9', "
               "data={'title': 'From elsewhere'}); print('committed', flush=True); "
               "import time; time.sleep(10)")
