@@ -9,7 +9,8 @@ import random
 import pytest
 from django.core.management import call_command
 
-from archives.checker import CheckFailed, check_feed
+from archives.consumer.check import CheckFailed
+from archives.consumer.checking import check_feed
 from archives.models import Feed
 from archives.storage.snapshots import take_snapshot
 

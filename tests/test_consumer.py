@@ -15,17 +15,13 @@ import pytest
 from django.core.management import call_command
 from lxml import etree
 
-from archives import consumer
-from archives.consumer import (
-    FetchError,
-    HarvestFailed,
-    HarvestState,
-    HttpClient,
-    Limits,
-    StateError,
-    harvest,
-    parse_document,
-)
+from archives.consumer import harvest as harvester
+from archives.consumer import state as state_file
+from archives.consumer.atom import parse_document
+from archives.consumer.harvest import HarvestFailed
+from archives.consumer.harvesting import harvest
+from archives.consumer.http import FetchError, HttpClient, Limits
+from archives.consumer.state import HarvestState, StateError
 
 from .broken_feeds import Document, FeedServer, LinkedFeed, at, entry, feed_document
 from .feeds_live import database_view, make_live_feed, random_history
@@ -379,7 +375,7 @@ def test_a_second_run_on_a_state_file_in_use_gives_up_cleanly(server, tmp_path, 
     feed = LinkedFeed(server, pages=1)
     state = tmp_path / "state"
     harvest(feed.subscription, state_path=state)
-    monkeypatch.setattr(consumer, "STATE_LOCK_WAIT", 0.2)
+    monkeypatch.setattr(state_file, "STATE_LOCK_WAIT", 0.2)
     running = HarvestState.load(state)  # a run in progress holds the file
     with pytest.raises(StateError, match="another run"):
         harvest(feed.subscription, state_path=state)
@@ -398,7 +394,7 @@ def test_a_run_that_fails_half_way_leaves_the_previous_state_whole(server, tmp_p
         raise KeyboardInterrupt
 
     with monkeypatch.context() as patch:
-        patch.setattr(consumer.Harvester, "_apply", interrupted)
+        patch.setattr(harvester.Harvester, "_apply", interrupted)
         with pytest.raises(KeyboardInterrupt):
             harvest(feed.subscription, state_path=state)
     result = harvest(feed.subscription, state_path=state)
@@ -472,13 +468,13 @@ def test_no_page_tree_outlives_its_processing(server, monkeypatch):
     lxml elements may still be alive then (a tree costs ~10 times the page's bytes)."""
     feed = LinkedFeed(server, pages=6)
     alive_at_each_parse = []
-    parse_document = consumer.parse_document
+    parse_document = harvester.parse_document
 
     def parse(body, url, **kwargs):
         alive_at_each_parse.append(documents_alive(server.base))
         return parse_document(body, url, **kwargs)
 
-    monkeypatch.setattr(consumer, "parse_document", parse)
+    monkeypatch.setattr(harvester, "parse_document", parse)
     result = harvest(feed.subscription)
     assert result.complete
     assert alive_at_each_parse == [set()] * 7

@@ -13,8 +13,12 @@ import pytest
 from django.conf import settings
 from django.core.management import call_command
 
-from archives.consumer import HarvestFailed, HttpClient, StateError, harvest
-from archives.linkedconsumer import FROM_PAGE_1, FROM_SNAPSHOT, merge_patch, parse_entities
+from archives.consumer.harvest import HarvestFailed
+from archives.consumer.harvesting import harvest
+from archives.consumer.http import HttpClient
+from archives.consumer.linked import merge_patch, parse_entities
+from archives.consumer.linkedharvest import FROM_PAGE_1, FROM_SNAPSHOT
+from archives.consumer.state import StateError
 from archives.models import Feed, Record, Snapshot
 from archives.storage.snapshots import take_snapshot
 

@@ -14,8 +14,8 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.core.management.base import OutputWrapper
 
+from archives.consumer.progress import progress_bar
 from archives.log import publishing
-from archives.management.progress import progress_bar
 from archives.models import Feed
 
 from .broken_feeds import FeedServer, LinkedFeed

@@ -17,7 +17,7 @@ from django.db.models import F
 from django.utils.http import http_date
 from lxml import etree
 
-from archives.checker import check_feed
+from archives.consumer.checking import check_feed
 from archives.documents import atom, rss
 from archives.documents.base import final_pages
 from archives.log import publishing, sealing

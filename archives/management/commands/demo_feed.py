@@ -7,9 +7,9 @@ import random
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from archives.consumer.progress import add_progress_argument, progress_bar
 from archives.log import publishing
 from archives.log.sealing import seal_feed
-from archives.management.progress import add_progress_argument, progress_bar
 from archives.models import Feed, validate_language
 
 SUBJECTS = ["Coral reef", "Estuarine crocodile", "Rainfall", "Soil carbon", "Seagrass",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from archives.management.progress import add_progress_argument, progress_bar, write_around
+from archives.consumer.progress import add_progress_argument, progress_bar, write_around
 from archives.models import Feed
 from archives.storage import export
 

@@ -10,8 +10,8 @@ from django.db import InterfaceError, OperationalError, close_old_connections
 from django.utils import timezone
 from tqdm import tqdm
 
+from archives.consumer.progress import add_progress_argument, progress_bar, write_around
 from archives.log.sealing import SealedPage, seal_all, seal_feed
-from archives.management.progress import add_progress_argument, progress_bar, write_around
 from archives.models import Feed
 from archives.storage.snapshots import snapshot_changed_feeds
 

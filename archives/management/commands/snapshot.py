@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from archives.management.progress import add_progress_argument, progress_bar
+from archives.consumer.progress import add_progress_argument, progress_bar
 from archives.models import Feed
 from archives.storage.snapshots import take_snapshot
 

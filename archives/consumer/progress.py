@@ -1,4 +1,4 @@
-"""Progress bars (tqdm) for the commands people run.
+"""Progress bars (tqdm) for the commands people run: the consumer tools' and the server's.
 
 A bar goes to the command's stderr, and only when that is a terminal, unless `--progress`
 or `--no-progress` says otherwise: stdout, which scripts read, never sees one, nor does a
@@ -11,11 +11,19 @@ from __future__ import annotations
 import argparse
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Protocol, TextIO
 
-from django.core.management.base import OutputWrapper
 from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
+
+
+class Lines(Protocol):
+    """Where a command prints lines: Django's OutputWrapper, or the consumer tools' own
+    (archives/consumer/cli.py); `_out` is the stream beneath, which a bar writes to."""
+
+    _out: TextIO
+
+    def write(self, msg: str = "", style_func=None, ending: str | None = None) -> None: ...
 
 
 def add_progress_argument(parser: argparse.ArgumentParser) -> None:
@@ -25,17 +33,17 @@ def add_progress_argument(parser: argparse.ArgumentParser) -> None:
 
 
 @contextmanager
-def progress_bar(stderr: OutputWrapper, show: bool | None, **options: Any) -> Iterator[tqdm]:
+def progress_bar(stderr: Lines, show: bool | None, **options: Any) -> Iterator[tqdm]:
     """A bar on the command's stderr (`show`: the --progress flag; None leaves it to tqdm,
     which shows it on a terminal only), closed on leaving; logging goes around it."""
-    # The wrapped stream: OutputWrapper ends every write with a newline, tqdm's use \r.
+    # The wrapped stream: Lines ends every write with a newline, tqdm's use \r.
     with (logging_redirect_tqdm(),
           tqdm(file=stderr._out, disable=None if show is None else not show,
                **options) as bar):
         yield bar
 
 
-def write_around(stream: OutputWrapper, text: str) -> None:
+def write_around(stream: Lines, text: str) -> None:
     """Print a line on the command's stdout or stderr without tearing a bar on screen."""
     with tqdm.external_write_mode(file=stream._out):
         stream.write(text)

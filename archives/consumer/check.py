@@ -1,12 +1,14 @@
 """A conformance checker for archived feeds: RFC 5005, Atom-PMH, RFC 4287 and HTTP.
 
-`check_feed(url)` walks a feed from its subscription document back along `prev-archive`,
+The Atom `Checker` (archives/consumer/checking.py's `check_feed(url)` picks the checker
+for a feed's format) walks a feed from its subscription document back along `prev-archive`,
 and forward along every `next-archive` it meets, and returns one Problem per violation,
 each naming the URL it concerns. With a state file it also remembers a hash of every
 archive page, so a later run can tell when a published page changed other than by gaining
 its `next-archive` link. Like the harvester it works against any server. A linked-pages
-feed (told by its multipart Content-Type) is checked by archives/linkedchecker.py; an RSS
-2.0 archived feed (application/rss+xml) by archives/rsschecker.py, the same walk.
+feed (told by its multipart Content-Type) is checked by archives/consumer/checklinked.py;
+an RSS 2.0 archived feed (application/rss+xml) by archives/consumer/checkrss.py, the same
+walk; complete and paged feeds by archives/consumer/checkpaged.py. Each builds on this one.
 """
 
 from __future__ import annotations
@@ -25,23 +27,9 @@ from typing import TYPE_CHECKING, Any
 
 from lxml import etree, isoschematron
 
-from .consumer import (
-    ATOM,
-    LINKED_PAGES,
-    A,
-    AtomDocument,
-    DocumentError,
-    FetchError,
-    HttpClient,
-    Limits,
-    Reconstruction,
-    Response,
-    RunLimitReached,
-    is_multipart,
-    parse_document,
-    parse_link_header,
-    timestamp_text,
-)
+from .atom import A, AtomDocument, DocumentError, parse_document, timestamp_text
+from .http import ATOM, FetchError, HttpClient, Limits, Response, RunLimitReached, parse_link_header
+from .state import Reconstruction
 
 if TYPE_CHECKING:
     from tqdm import tqdm  # the caller's progress bar, if any
@@ -51,7 +39,7 @@ NAVIGATION_RELS = ("self", "current", "prev-archive", "next-archive")
 ATOM_MEDIA_TYPE = "application/atom+xml"
 STATE_VERSION = 1
 MAX_SCHEMA_ERRORS = 5  # per document: one broken template can produce thousands
-RSS = "rss"  # RSS 2.0 archived feeds (RFC 5005 Appendix B): archives/rsschecker.py
+RSS = "rss"  # RSS 2.0 archived feeds (RFC 5005 Appendix B): archives/consumer/checkrss.py
 
 
 def is_rss(response: Response) -> bool:
@@ -187,7 +175,7 @@ class HttpChecks:
 
 
 class Checker(HttpChecks):
-    # The format it reads (archives/rsschecker.py reads RSS 2.0 with the same walk).
+    # The format it reads (archives/consumer/checkrss.py reads RSS 2.0 with the same walk).
     format = ATOM
     media_type = ATOM_MEDIA_TYPE
 
@@ -469,7 +457,6 @@ class Checker(HttpChecks):
         save_state(self.state_path, state)
 
 
-
 # Internal entities are expanded: C14N cannot write an entity reference, and what a page
 # says is the expansion. libxml2 refuses an expansion that grows too much; nothing external.
 _HASH_PARSER = etree.XMLParser(resolve_entities="internal", no_network=True,
@@ -543,44 +530,3 @@ def fetch_start(client: HttpClient, url: str) -> Response:
     if response.status != 200:
         raise CheckFailed(f"{url} answered HTTP {response.status}")
     return response
-
-
-def check_feed(url: str, *, limits: Limits | None = None, state_path: str | None = None,
-               sample: int = 5, http_checks: bool = True,
-               format: str | None = None, progress: tqdm | None = None) -> CheckResult:
-    """Check the feed at `url`: an Atom or RSS 2.0 subscription document, or a linked-pages
-    entry point (told by `format`, else by its Content-Type). Raises CheckFailed when it
-    cannot even start. `sample` is for Atom and RSS feeds (their alternate links).
-    `progress`: a tqdm bar the caller shows, advanced by one per document checked."""
-    if format not in (None, ATOM, LINKED_PAGES, RSS):
-        raise ValueError(f"unknown format {format!r}")
-    client = HttpClient(limits)
-    first = fetch_start(client, url)
-    kind = format or (LINKED_PAGES if is_multipart(first) else RSS if is_rss(first) else ATOM)
-    if state_path is not None:
-        load_state(state_path, kind)  # fail before walking, not after
-    if kind == ATOM:
-        from . import pagedchecker  # built on this module: imported when needed
-
-        special = pagedchecker.checker_for(first, client=client, state_path=state_path,
-                                           sample=sample, http_checks=http_checks)
-        if special is not None:  # a complete or paged feed
-            return special.run(url, first)
-    if kind == LINKED_PAGES:
-        from . import linkedchecker  # built on this module: imported when needed
-
-        checker = linkedchecker.LinkedChecker(client=client, state_path=state_path,
-                                              http_checks=http_checks)
-        checker.progress = progress
-        return checker.run(url, first)
-    if kind == RSS:
-        from .rsschecker import RssChecker  # built on this module: imported when needed
-
-        checker = RssChecker(client=client, state_path=state_path, sample=sample,
-                             http_checks=http_checks)
-        checker.progress = progress
-        return checker.run(url, first)
-    checker = Checker(client=client, state_path=state_path, sample=sample,
-                      http_checks=http_checks)
-    checker.progress = progress
-    return checker.run(url, first)

@@ -31,15 +31,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .checker import CheckResult, HttpChecks, load_state, save_state
-from .consumer import (
-    LINKED_PAGES,
-    HttpClient,
-    Response,
-    RunLimitReached,
-    parse_link_header,
-)
-from .linkedconsumer import ACCEPT_PAGES, Entity, Page, PageError, link_map, parse_page
+from .check import CheckResult, HttpChecks, load_state, save_state
+from .http import LINKED_PAGES, HttpClient, Response, RunLimitReached, parse_link_header
+from .linked import ACCEPT_PAGES, Entity, Page, PageError, link_map, parse_page
 
 NAVIGATION = ("self", "prev", "next")
 

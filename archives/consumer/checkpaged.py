@@ -1,5 +1,5 @@
 """Conformance checks for RFC 5005's complete feeds (section 2) and paged feeds (section 3),
-usable against any server. archives/checker.py hands a document over here when it is one
+usable against any server. archives/consumer/check.py hands a document over here when it is one
 (`checker_for`): it carries fh:complete, or paged links (first, last, next, previous) and no
 archive links. Each document gets the archived-feed checker's own checks (RELAX NG and
 Schematron, Atom-PMH entries, HTTP), and:
@@ -23,8 +23,9 @@ from io import BytesIO
 
 from lxml import etree
 
-from .checker import Checker, CheckResult, Page
-from .consumer import FH, A, AtomDocument, Response, RunLimitReached, parse_link_header
+from .atom import FH, A, AtomDocument
+from .check import Checker, CheckResult, Page
+from .http import Response, RunLimitReached, parse_link_header
 
 PAGED_RELS = ("first", "last", "next", "previous")
 ARCHIVE_RELS = ("prev-archive", "next-archive")

@@ -28,17 +28,9 @@ from urllib.parse import urlsplit
 
 from lxml import etree
 
-from .checker import RSS, Checker, CheckResult, Page
-from .consumer import (
-    _PARSER,
-    FH,
-    AtomDocument,
-    AtomEntry,
-    DocumentError,
-    Response,
-    _absolute,
-    _links,
-)
+from .atom import _PARSER, FH, AtomDocument, AtomEntry, DocumentError, _absolute, _links
+from .check import RSS, Checker, CheckResult, Page
+from .http import Response
 
 RSS_MEDIA_TYPE = "application/rss+xml"
 
