@@ -55,7 +55,7 @@ def database_state(feeds=None) -> dict[str, str | None]:
     records = Record.objects.select_related("feed")
     if feeds is not None:
         records = records.filter(feed__in=feeds)
-    return {identifier(r.feed, r.key): None if r.is_deleted else r.title for r in records}
+    return {identifier(r.feed.uuid, r.key): None if r.is_deleted else r.title for r in records}
 
 
 def test_oaipmh_scythe_harvests_every_feed_into_the_live_records(live_feeds):
@@ -83,7 +83,7 @@ def test_feedpubs_own_harvester_rebuilds_the_live_records_incrementally(live_fee
     state = tmp_path / "oai.sqlite"
     result = harvest(url, state_path=state)  # told OAI-PMH by the answer; feedpub preferred
     assert result.complete, result.warnings
-    live = {identifier(r.feed, r.key): (r.key, r.title, r.metadata)
+    live = {identifier(r.feed.uuid, r.key): (r.key, r.title, r.metadata)
             for r in Record.objects.select_related("feed").filter(deleted_at__isnull=True)}
     assert {row["id"]: (row["key"], row["title"], row["metadata"])
             for row in result.records} == live
@@ -133,20 +133,30 @@ def test_pyoais_client_harvests_the_same_records(live_feeds):
 
 @pytest.mark.postgres
 def test_incremental_harvests_during_concurrent_writes_equal_the_database(
-        live_server, settings, transactional_db):
+        live_server, settings, transactional_db, monkeypatch):
     """Writers on three feeds commit out of `updated` order across feeds while a harvester
-    pages through (the real clock, the default settle time); each incremental harvest from
-    the previous responseDate, applied in order, ends equal to the database."""
+    pages through (the real clock, the default settle time): a tenth of their transactions
+    stay open for longer than the settle time after they stamp `updated`, so only the
+    horizon (archives/oai/repository.py) keeps them in a later harvest. Each incremental
+    harvest from the previous responseDate, applied in order, ends equal to the database."""
     settings.FEEDPUB_BASE_URL = live_server.url
     settings.FEEDPUB_OAI_PAGE_SIZE = 5
+    assert settings.FEEDPUB_LAST_MODIFIED_SETTLE == 1
     feeds = [FeedFactory(slug=f"busy-{n}", page_size=10) for n in range(3)]
-    stop = threading.Event()
+    announce = publishing.announce
+    held = threading.local()
+
+    def announce_late(feed_id: int) -> None:  # called after the stamp, before the commit
+        time.sleep(held.seconds)
+        announce(feed_id)
+
+    monkeypatch.setattr(publishing, "announce", announce_late)
 
     def write(feed: Feed, seed: int) -> None:
         rng = random.Random(seed)
         try:
-            step = 0
-            while not stop.is_set():
+            for step in range(40):
+                held.seconds = 1.5 if rng.random() < 0.1 else rng.random() / 50
                 key = f"k{rng.randrange(15)}"
                 if rng.random() < 0.2 and Record.objects.filter(
                         feed=feed, key=key, deleted_at__isnull=True).exists():
@@ -154,8 +164,6 @@ def test_incremental_harvests_during_concurrent_writes_equal_the_database(
                 else:
                     publishing.put_record(feed=feed, key=key,
                                           data=record_data(step, title=f"{key} {step}"))
-                step += 1
-                time.sleep(rng.random() / 200)
         finally:
             connection.close()
 
@@ -164,17 +172,19 @@ def test_incremental_harvests_during_concurrent_writes_equal_the_database(
         writer.start()
     seen: dict[str, str | None] = {}
     since = None
+    harvests = 0
     try:
         with RecordingScythe(f"{live_server.url}/oai") as scythe:
-            for _ in range(6):
+            while any(writer.is_alive() for writer in writers):
                 since = harvest_into(scythe, seen, since)
-                time.sleep(0.3)
+                harvests += 1
+                time.sleep(0.2)
     finally:
-        stop.set()
         for writer in writers:
             writer.join()
     with RecordingScythe(f"{live_server.url}/oai") as scythe:
         harvest_into(scythe, seen, since)
+    assert harvests >= 3  # the harvests ran while the writers wrote
     assert seen == database_state()
 
 

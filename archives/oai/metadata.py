@@ -1,6 +1,12 @@
 """The metadata formats a record is disseminated in: `oai_dc`, which every OAI-PMH
 repository must offer, and `feedpub`, which carries the whole record without loss (its
 schema, feedpub-record.xsd, ships beside this module and is served at /oai/feedpub-record.xsd).
+
+A list answer holds a hundred records: as lxml elements they cost four times what the
+rest of the answer does, so a record is written as text here, escaped as lxml escapes
+(archives/documents/atom.py's escape_text and escape_attribute), and joined into the
+answer by verbs.py. Every answer of the test suite is validated against the OAI's schemas
+and these formats' (tests/oai.py), which holds these strings to them.
 """
 
 from __future__ import annotations
@@ -10,26 +16,28 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from lxml import etree
-
 from archives import formats
-from archives.documents.atom import record_url, url
-from archives.models import Record
+from archives.documents.atom import escape_attribute, escape_text, record_url, url
 
 from .protocol import datestamp
+from .repository import Item
 
 XSI = "http://www.w3.org/2001/XMLSchema-instance"
 SCHEMA_LOCATION = f"{{{XSI}}}schemaLocation"
 OAI_DC = "http://www.openarchives.org/OAI/2.0/oai_dc/"
+OAI_DC_SCHEMA = "http://www.openarchives.org/OAI/2.0/oai_dc.xsd"
 DC = "http://purl.org/dc/elements/1.1/"
 FEEDPUB = "urn:feedpub:oai-record:1"
 FEEDPUB_SCHEMA_FILE = Path(__file__).with_name("feedpub-record.xsd")
 
 # Dublin Core elements a record's metadata may name (a string, a number, or a list of
-# them), in the order of the element set; title, description, date and identifier come
-# from the record itself.
+# them); title, description, date and identifier come from the record itself. Written in
+# the order of the element set (which oai_dc.xsd does not require, but readers expect).
 DC_FROM_METADATA = ("creator", "subject", "publisher", "contributor", "type", "format",
                     "source", "language", "relation", "coverage", "rights")
+# The root of an oai_dc record; xsi is declared on the answer's root (verbs.py).
+_DC_OPEN = (f'<oai_dc:dc xmlns:oai_dc="{OAI_DC}" xmlns:dc="{DC}" '
+            f'xsi:schemaLocation="{OAI_DC} {OAI_DC_SCHEMA}">')
 
 
 @dataclass(frozen=True)
@@ -37,36 +45,39 @@ class MetadataFormat:
     prefix: str
     schema: Callable[[], str]
     namespace: str
-    write: Callable[[etree._Element, Record], None]  # appends the record's metadata
+    write: Callable[[Item], str]  # the record's metadata element, as text
 
 
-def write_oai_dc(parent: etree._Element, record: Record) -> None:
-    dc = etree.SubElement(parent, f"{{{OAI_DC}}}dc", nsmap={"oai_dc": OAI_DC, "dc": DC})
-    dc.set(SCHEMA_LOCATION, f"{OAI_DC} http://www.openarchives.org/OAI/2.0/oai_dc.xsd")
-    metadata = record.metadata if isinstance(record.metadata, dict) else {}
+def oai_dc(item: Item) -> str:
+    metadata = item.metadata if isinstance(item.metadata, dict) else {}
+    named = {name: _texts(metadata[name]) for name in DC_FROM_METADATA if name in metadata}
+    parts = [_DC_OPEN]
 
-    def add(name: str, text: str) -> None:
-        etree.SubElement(dc, f"{{{DC}}}{name}").text = text
+    def add(name: str, texts) -> None:
+        for text in texts:
+            parts.append(f"<dc:{name}>{escape_text(text)}</dc:{name}>")
 
-    add("title", record.title)
-    for name in DC_FROM_METADATA[:2]:  # creator, subject
-        for text in _texts(metadata.get(name)):
-            add(name, text)
-    if record.summary:
-        add("description", record.summary)
-    for name in DC_FROM_METADATA[2:4]:  # publisher, contributor
-        for text in _texts(metadata.get(name)):
-            add(name, text)
-    add("date", datestamp(record.updated))
-    for name in DC_FROM_METADATA[4:6]:  # type, format
-        for text in _texts(metadata.get(name)):
-            add(name, text)
-    add("identifier", record_url(record.feed.slug, record.key))
-    for link in record.links:
-        add("identifier", link["href"])
+    add("title", [item.title])
+    add("creator", named.get("creator", ()))
+    add("subject", named.get("subject", ()))
+    if item.summary:
+        add("description", [item.summary])
+    add("publisher", named.get("publisher", ()))
+    add("contributor", named.get("contributor", ()))
+    add("date", [datestamp(item.updated)])
+    add("type", named.get("type", ()))
+    add("format", named.get("format", ()))
+    add("identifier", [_record_url(item), *(link["href"] for link in item.links)])
     for name in DC_FROM_METADATA[6:]:  # source, language, relation, coverage, rights
-        for text in _texts(metadata.get(name)):
-            add(name, text)
+        add(name, named.get(name, ()))
+    parts.append("</oai_dc:dc>")
+    return "".join(parts)
+
+
+def _record_url(item: Item) -> str:
+    """record_url(slug, key) without a reverse() per record, which record_url's cache
+    cannot spare a harvest of a million keys; keys are URL-safe (validation.py)."""
+    return record_url(item.slug, "KEY").removesuffix("KEY") + item.key
 
 
 def _texts(value) -> list[str]:
@@ -78,29 +89,29 @@ def _texts(value) -> list[str]:
             and str(item)]
 
 
-def write_feedpub(parent: etree._Element, record: Record) -> None:
-    root = etree.SubElement(parent, f"{{{FEEDPUB}}}record", nsmap={None: FEEDPUB})
-    root.set(SCHEMA_LOCATION, f"{FEEDPUB} {feedpub_schema_url()}")
+def feedpub(item: Item) -> str:
+    def element(name: str, text: str) -> str:
+        return f"<{name}>{escape_text(text)}</{name}>" if text else f"<{name}/>"
 
-    def add(name: str, text: str) -> etree._Element:
-        element = etree.SubElement(root, f"{{{FEEDPUB}}}{name}")
-        element.text = text
-        return element
-
-    add("key", record.key)
-    add("url", record_url(record.feed.slug, record.key))
-    add("atomId", record.atom_id)
-    add("title", record.title)
-    add("summary", record.summary)
-    for link in record.links:
-        element = add("link", None)
-        for name in ("href", "rel", "type", "title"):
-            if link.get(name):
-                element.set(name, link[name])
-    add("created", formats.rfc3339(record.created))
-    add("updated", formats.rfc3339(record.updated))
-    # JSON text: lossless whatever the metadata holds (validation keeps it XML-safe).
-    add("metadata", json.dumps(record.metadata, ensure_ascii=False))
+    links = "".join(
+        "<link" + "".join(f' {name}="{escape_attribute(link[name])}"'
+                          for name in ("href", "rel", "type", "title") if link.get(name))
+        + "/>" for link in item.links)
+    return "".join((
+        f'<record xmlns="{FEEDPUB}" xsi:schemaLocation="{FEEDPUB} '
+        f'{escape_attribute(feedpub_schema_url())}">',
+        element("key", item.key),
+        element("url", _record_url(item)),
+        element("atomId", formats.record_atom_id(item.feed_uuid, item.key)),
+        element("title", item.title),
+        element("summary", item.summary),
+        links,
+        element("created", formats.rfc3339(item.created)),
+        element("updated", formats.rfc3339(item.updated)),
+        # JSON text: lossless whatever the metadata holds (validation keeps it XML-safe).
+        element("metadata", json.dumps(item.metadata, ensure_ascii=False)),
+        "</record>",
+    ))
 
 
 def feedpub_schema_url() -> str:
@@ -108,7 +119,6 @@ def feedpub_schema_url() -> str:
 
 
 FORMATS = {
-    "oai_dc": MetadataFormat("oai_dc", lambda: "http://www.openarchives.org/OAI/2.0/oai_dc.xsd",
-                             OAI_DC, write_oai_dc),
-    "feedpub": MetadataFormat("feedpub", feedpub_schema_url, FEEDPUB, write_feedpub),
+    "oai_dc": MetadataFormat("oai_dc", lambda: OAI_DC_SCHEMA, OAI_DC, oai_dc),
+    "feedpub": MetadataFormat("feedpub", feedpub_schema_url, FEEDPUB, feedpub),
 }

@@ -214,8 +214,9 @@ def parse_date(value: str, *, argument: str = "date") -> tuple[datetime, bool]:
 
 
 def datestamp(moment: datetime) -> str:
-    """A UTC instant at the repository's granularity (seconds, truncated)."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """A UTC instant at the repository's granularity (seconds, truncated). (isoformat: a
+    list answer writes two a record, and strftime costs three times as much.)"""
+    return moment.astimezone(UTC).isoformat(timespec="seconds")[:19] + "Z"
 
 
 # Resumption tokens ---------------------------------------------------------------------

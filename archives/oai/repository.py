@@ -36,12 +36,14 @@ import re
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from django.utils import timezone
 
+from archives.db import fastsql
 from archives.models import Feed, Record
 
 from .protocol import ListState, Position
@@ -86,15 +88,41 @@ def _oldest_writer_start() -> datetime | None:
 IDENTIFIER_RE = re.compile(r"oai:([^:]+):([0-9a-f-]{36})/([A-Za-z0-9._~-]+)")
 
 
-def identifier(feed: Feed, key: str) -> str:
-    return f"oai:{settings.FEEDPUB_OAI_REPOSITORY_ID}:{feed.uuid}/{key}"
+def identifier(feed_uuid: uuid.UUID, key: str) -> str:
+    return f"oai:{settings.FEEDPUB_OAI_REPOSITORY_ID}:{feed_uuid}/{key}"
 
 
 def sample_identifier() -> str:
-    return identifier(Feed(uuid=uuid.UUID(int=0)), "isbn-9780141439518")
+    return identifier(uuid.UUID(int=0), "isbn-9780141439518")
 
 
-def record_by_identifier(text: str) -> Record | None:
+class Item(NamedTuple):
+    """A record as OAI-PMH shows it: its header, and its content unless only headers are
+    asked for. Read as rows, not as models: a list answer is a hundred."""
+
+    key: str
+    updated: datetime
+    deleted_at: datetime | None
+    slug: str  # the feed's: the record's set
+    feed_uuid: uuid.UUID
+    id: int
+    title: str = ""
+    summary: str = ""
+    metadata: Any = None
+    links: list = []
+    created: datetime | None = None
+
+    @property
+    def is_deleted(self) -> bool:
+        return self.deleted_at is not None
+
+
+# Item's fields as the ORM names them (for a lookup by identifier; lists read by fastsql).
+ITEM_FIELDS = ("key", "updated", "deleted_at", "feed__slug", "feed__uuid", "id",
+               "title", "summary", "metadata", "links", "created")
+
+
+def item_by_identifier(text: str) -> Item | None:
     """The record an identifier names, deleted or not; None for one never issued here."""
     match = IDENTIFIER_RE.fullmatch(text)
     if match is None or match[1] != settings.FEEDPUB_OAI_REPOSITORY_ID:
@@ -103,8 +131,9 @@ def record_by_identifier(text: str) -> Record | None:
         feed_uuid = uuid.UUID(match[2])
     except ValueError:
         return None
-    return Record.objects.select_related("feed").filter(
-        feed__uuid=feed_uuid, key=match[3]).first()
+    row = Record.objects.filter(feed__uuid=feed_uuid, key=match[3]).values_list(
+        *ITEM_FIELDS).first()
+    return None if row is None else Item(*row)
 
 
 def earliest_datestamp() -> datetime:
@@ -120,7 +149,7 @@ def earliest_datestamp() -> datetime:
 
 @dataclass(frozen=True)
 class Page:
-    items: list  # records, or feeds for ListSets
+    items: list  # Items, or feeds for ListSets
     resume: ListState | None  # what the resumption token carries; None: the list is done
     response_second: int  # responseDate, a UNIX second
     cursor: int  # how many items earlier answers of the list returned
@@ -132,17 +161,18 @@ def record_page(state: ListState, *, safe: SafePoint, with_metadata: bool) -> Pa
     (noRecordsMatch). `safe` was taken before the read; see the module's docstring for the
     rules it keeps."""
     page_size = settings.FEEDPUB_OAI_PAGE_SIZE
-    records = _matching(state)
-    if records is None:
-        return None
-    size = state.size or records.count()  # once a list, when it begins
-    if state.after is not None:
-        after = state.after
-        records = records.filter(updated__gte=after.updated).filter(
-            Q(updated__gt=after.updated) | Q(id__gt=after.id))
-    if not with_metadata:
-        records = records.defer("title", "summary", "metadata", "links")
-    rows = list(records.order_by("updated", "id")[:page_size + 1])
+    feed_id = None
+    if state.set_spec is not None:
+        feed_id = Feed.objects.filter(slug=state.set_spec).values_list("id", flat=True).first()
+        if feed_id is None:
+            return None
+    # completeListSize: counted once, when the list begins (by the (feed, updated, id) or
+    # the (updated, id) index); the token carries it on.
+    size = state.size or _matching(feed_id, state).count()
+    after = None if state.after is None else (state.after.updated, state.after.id)
+    rows = [Item(*row) for row in fastsql.oai_records(
+        feed_id=feed_id, start=state.start, end=state.end, after=after,
+        content=with_metadata, limit=page_size + 1)]
     if not rows:
         return None
     floor = state.floor
@@ -164,14 +194,8 @@ def _capped(second: int, floor: int | None) -> int:
     return second if floor is None else min(second, floor)
 
 
-def _matching(state: ListState) -> QuerySet[Record] | None:
-    records = Record.objects.select_related("feed")
-    if state.set_spec is not None:
-        feed_id = Feed.objects.filter(slug=state.set_spec).values_list("id", flat=True).first()
-        if feed_id is None:
-            return None
-        # By the (feed, updated, id) index.
-        records = records.filter(feed_id=feed_id)
+def _matching(feed_id: int | None, state: ListState) -> QuerySet[Record]:
+    records = Record.objects.all() if feed_id is None else Record.objects.filter(feed_id=feed_id)
     if state.start is not None:
         records = records.filter(updated__gte=state.start)
     if state.end is not None:

@@ -2,24 +2,27 @@
 
 `answer(params)` is the whole protocol: it checks the request (archives/oai/protocol.py),
 reads what the verb asks for (repository.py), and writes the response, errors included,
-which the protocol sends with HTTP 200 like any other answer.
+which the protocol sends with HTTP 200 like any other answer. The document is lxml's; the
+records in it are text (metadata.py says why), which a verb returns beside its element and
+`answer` puts at the start of that element's content.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from django.conf import settings
 from lxml import etree
 
-from archives.documents.atom import url
-from archives.models import Feed, Record
+from archives.documents.atom import escape_text, url
+from archives.models import Feed
 
 from . import repository
-from .metadata import DC, FORMATS, OAI_DC, SCHEMA_LOCATION, XSI, MetadataFormat
+from .metadata import DC, FORMATS, OAI_DC, OAI_DC_SCHEMA, SCHEMA_LOCATION, XSI, MetadataFormat
 from .protocol import NAMESPACE, OAIError, Request, datestamp, make_token, parse
-from .repository import SafePoint
+from .repository import Item, SafePoint
 
 OAI = f"{{{NAMESPACE}}}"
 OAI_IDENTIFIER = "http://www.openarchives.org/OAI/2.0/oai-identifier"
@@ -27,6 +30,16 @@ OAI_IDENTIFIER = "http://www.openarchives.org/OAI/2.0/oai-identifier"
 
 def base_url() -> str:
     return url("archives:oai")
+
+
+@dataclass
+class Body:
+    """What a verb answers: its element, the responseDate (a UNIX second), and the records
+    (as text) that open the element's content."""
+
+    element: etree._Element
+    second: int
+    records: str = ""
 
 
 def answer(params: Mapping[str, Sequence[str]], *, refused: OAIError | None = None) -> bytes:
@@ -44,9 +57,11 @@ def answer(params: Mapping[str, Sequence[str]], *, refused: OAIError | None = No
         if refused is not None:
             raise refused
         request = parse(params)
-        body, second = VERBS[request.verb](request, safe)
-        root.append(body)
+        body = VERBS[request.verb](request, safe)
+        root.append(body.element)
+        second = body.second
     except OAIError as error:
+        body = None
         etree.SubElement(root, f"{OAI}error", code=error.code).text = error.message
         second = error.response_second or second
         if not error.echoes_arguments:
@@ -56,10 +71,17 @@ def answer(params: Mapping[str, Sequence[str]], *, refused: OAIError | None = No
         for name, value in request.arguments.items():
             request_element.set(name, value)
     response_date.text = datestamp(datetime.fromtimestamp(second, UTC))
-    return etree.tostring(root, xml_declaration=True, encoding="UTF-8")
+    if body is None or not body.records:
+        return etree.tostring(root, xml_declaration=True, encoding="UTF-8")
+    body.element.text = ""  # so that it is written <Verb></Verb>, never <Verb/>
+    document = etree.tostring(root, xml_declaration=True, encoding="UTF-8")
+    # The verb's start tag: the only one (in <request>, the verb is an attribute's value).
+    opening = f"<{etree.QName(body.element).localname}>".encode()
+    at = document.index(opening) + len(opening)
+    return b"".join((document[:at], body.records.encode(), document[at:]))
 
 
-def identify(request: Request, safe: SafePoint) -> tuple[etree._Element, int]:
+def identify(request: Request, safe: SafePoint) -> Body:
     element = etree.Element(f"{OAI}Identify")
     for name, text in (
         ("repositoryName", settings.FEEDPUB_OAI_REPOSITORY_NAME),
@@ -80,16 +102,14 @@ def identify(request: Request, safe: SafePoint) -> tuple[etree._Element, int]:
                        ("repositoryIdentifier", settings.FEEDPUB_OAI_REPOSITORY_ID),
                        ("delimiter", ":"), ("sampleIdentifier", repository.sample_identifier())):
         etree.SubElement(scheme, f"{{{OAI_IDENTIFIER}}}{name}").text = text
-    return element, safe.response_second
+    return Body(element, safe.response_second)
 
 
-def list_metadata_formats(request: Request, safe: SafePoint) -> tuple[etree._Element, int]:
+def list_metadata_formats(request: Request, safe: SafePoint) -> Body:
     identifier = request.arguments.get("identifier")
-    if identifier is not None:
-        record = _record(identifier)
-        if record.is_deleted:
-            raise OAIError("noMetadataFormats", f"{identifier} is deleted: no metadata of it "
-                                                "can be disseminated any more.")
+    if identifier is not None and _item(identifier).is_deleted:
+        raise OAIError("noMetadataFormats", f"{identifier} is deleted: no metadata of it "
+                                            "can be disseminated any more.")
     element = etree.Element(f"{OAI}ListMetadataFormats")
     for metadata_format in FORMATS.values():
         item = etree.SubElement(element, f"{OAI}metadataFormat")
@@ -97,10 +117,10 @@ def list_metadata_formats(request: Request, safe: SafePoint) -> tuple[etree._Ele
                            ("schema", metadata_format.schema()),
                            ("metadataNamespace", metadata_format.namespace)):
             etree.SubElement(item, f"{OAI}{name}").text = text
-    return element, safe.response_second
+    return Body(element, safe.response_second)
 
 
-def list_sets(request: Request, safe: SafePoint) -> tuple[etree._Element, int]:
+def list_sets(request: Request, safe: SafePoint) -> Body:
     page = repository.set_page(request.state, safe=safe)
     if page is None:
         raise OAIError("noSetHierarchy", "This repository has no feed yet, so no set.")
@@ -108,7 +128,7 @@ def list_sets(request: Request, safe: SafePoint) -> tuple[etree._Element, int]:
     for feed in page.items:
         _set(element, feed)
     _resumption(element, request, page)
-    return element, page.response_second
+    return Body(element, page.response_second)
 
 
 def _set(parent: etree._Element, feed: Feed) -> None:
@@ -118,19 +138,19 @@ def _set(parent: etree._Element, feed: Feed) -> None:
     if feed.subtitle:
         description = etree.SubElement(item, f"{OAI}setDescription")
         dc = etree.SubElement(description, f"{{{OAI_DC}}}dc", nsmap={"oai_dc": OAI_DC, "dc": DC})
-        dc.set(SCHEMA_LOCATION, f"{OAI_DC} http://www.openarchives.org/OAI/2.0/oai_dc.xsd")
+        dc.set(SCHEMA_LOCATION, f"{OAI_DC} {OAI_DC_SCHEMA}")
         etree.SubElement(dc, f"{{{DC}}}description").text = feed.subtitle
 
 
-def list_identifiers(request: Request, safe: SafePoint) -> tuple[etree._Element, int]:
+def list_identifiers(request: Request, safe: SafePoint) -> Body:
     return _list(request, safe, with_metadata=False)
 
 
-def list_records(request: Request, safe: SafePoint) -> tuple[etree._Element, int]:
+def list_records(request: Request, safe: SafePoint) -> Body:
     return _list(request, safe, with_metadata=True)
 
 
-def _list(request: Request, safe: SafePoint, *, with_metadata: bool) -> tuple[etree._Element, int]:
+def _list(request: Request, safe: SafePoint, *, with_metadata: bool) -> Body:
     metadata_format = _format(request.state.prefix)
     page = repository.record_page(request.state, safe=safe, with_metadata=with_metadata)
     if page is None:  # a resumed list keeps the responseDate it promised (repository.py)
@@ -139,21 +159,16 @@ def _list(request: Request, safe: SafePoint, *, with_metadata: bool) -> tuple[et
                        response_second=min(safe.response_second,
                                            request.state.floor or safe.response_second))
     element = etree.Element(f"{OAI}{request.verb}")
-    for record in page.items:
-        if with_metadata:
-            _record_element(element, record, metadata_format)
-        else:
-            _header(element, record)
+    write = (lambda item: _record(item, metadata_format)) if with_metadata else _header
     _resumption(element, request, page)
-    return element, page.response_second
+    return Body(element, page.response_second, "".join(map(write, page.items)))
 
 
-def get_record(request: Request, safe: SafePoint) -> tuple[etree._Element, int]:
+def get_record(request: Request, safe: SafePoint) -> Body:
     metadata_format = _format(request.arguments["metadataPrefix"])
-    record = _record(request.arguments["identifier"])
-    element = etree.Element(f"{OAI}GetRecord")
-    _record_element(element, record, metadata_format)
-    return element, safe.response_second
+    item = _item(request.arguments["identifier"])
+    return Body(etree.Element(f"{OAI}GetRecord"), safe.response_second,
+                _record(item, metadata_format))
 
 
 def _format(prefix: str) -> MetadataFormat:
@@ -165,30 +180,30 @@ def _format(prefix: str) -> MetadataFormat:
                        f"{' and '.join(FORMATS)} (ListMetadataFormats).") from None
 
 
-def _record(identifier: str) -> Record:
-    record = repository.record_by_identifier(identifier)
-    if record is None:
+def _item(identifier: str) -> Item:
+    item = repository.item_by_identifier(identifier)
+    if item is None:
         raise OAIError("idDoesNotExist", f"{identifier} is not an identifier of this "
                                          "repository.")
-    return record
+    return item
 
 
-def _header(parent: etree._Element, record: Record) -> None:
-    header = etree.SubElement(parent, f"{OAI}header")
-    if record.is_deleted:
-        header.set("status", "deleted")
-    etree.SubElement(header, f"{OAI}identifier").text = repository.identifier(
-        record.feed, record.key)
-    etree.SubElement(header, f"{OAI}datestamp").text = datestamp(record.updated)
-    etree.SubElement(header, f"{OAI}setSpec").text = record.feed.slug
+# A header and a record as text, in the answer's default namespace (OAI-PMH's). A slug and
+# an identifier need no escaping (their patterns have no & < > "), a datestamp neither.
+
+def _header(item: Item) -> str:
+    return "".join((
+        '<header status="deleted">' if item.is_deleted else "<header>",
+        f"<identifier>{escape_text(repository.identifier(item.feed_uuid, item.key))}"
+        f"</identifier><datestamp>{datestamp(item.updated)}</datestamp>"
+        f"<setSpec>{item.slug}</setSpec></header>",
+    ))
 
 
-def _record_element(parent: etree._Element, record: Record,
-                    metadata_format: MetadataFormat) -> None:
-    item = etree.SubElement(parent, f"{OAI}record")
-    _header(item, record)
-    if not record.is_deleted:
-        metadata_format.write(etree.SubElement(item, f"{OAI}metadata"), record)
+def _record(item: Item, metadata_format: MetadataFormat) -> str:
+    if item.is_deleted:
+        return f"<record>{_header(item)}</record>"
+    return f"<record>{_header(item)}<metadata>{metadata_format.write(item)}</metadata></record>"
 
 
 def _resumption(element: etree._Element, request: Request, page: repository.Page) -> None:
@@ -201,7 +216,7 @@ def _resumption(element: etree._Element, request: Request, page: repository.Page
         token.text = make_token(page.resume)
 
 
-VERBS: dict[str, Callable[[Request, SafePoint], tuple[etree._Element, int]]] = {
+VERBS: dict[str, Callable[[Request, SafePoint], Body]] = {
     "Identify": identify,
     "ListMetadataFormats": list_metadata_formats,
     "ListSets": list_sets,
