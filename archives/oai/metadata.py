@@ -19,7 +19,6 @@ from pathlib import Path
 from archives import formats
 from archives.documents.atom import escape_attribute, escape_text, record_url, url
 
-from .protocol import datestamp
 from .repository import Item
 
 XSI = "http://www.w3.org/2001/XMLSchema-instance"
@@ -35,6 +34,9 @@ FEEDPUB_SCHEMA_FILE = Path(__file__).with_name("feedpub-record.xsd")
 # the order of the element set (which oai_dc.xsd does not require, but readers expect).
 DC_FROM_METADATA = ("creator", "subject", "publisher", "contributor", "type", "format",
                     "source", "language", "relation", "coverage", "rights")
+DC_ORDER = ("title", "creator", "subject", "description", "publisher", "contributor", "date",
+            "type", "format", "identifier", "source", "language", "relation", "coverage",
+            "rights")
 # The root of an oai_dc record; xsi is declared on the answer's root (verbs.py).
 _DC_OPEN = (f'<oai_dc:dc xmlns:oai_dc="{OAI_DC}" xmlns:dc="{DC}" '
             f'xsi:schemaLocation="{OAI_DC} {OAI_DC_SCHEMA}">')
@@ -45,33 +47,19 @@ class MetadataFormat:
     prefix: str
     schema: Callable[[], str]
     namespace: str
-    write: Callable[[Item], str]  # the record's metadata element, as text
+    # The record's metadata element, as text, given the record and its datestamp.
+    write: Callable[[Item, str], str]
 
 
-def oai_dc(item: Item) -> str:
+def oai_dc(item: Item, stamp: str) -> str:
     metadata = item.metadata if isinstance(item.metadata, dict) else {}
-    named = {name: _texts(metadata[name]) for name in DC_FROM_METADATA if name in metadata}
-    parts = [_DC_OPEN]
-
-    def add(name: str, texts) -> None:
-        for text in texts:
-            parts.append(f"<dc:{name}>{escape_text(text)}</dc:{name}>")
-
-    add("title", [item.title])
-    add("creator", named.get("creator", ()))
-    add("subject", named.get("subject", ()))
-    if item.summary:
-        add("description", [item.summary])
-    add("publisher", named.get("publisher", ()))
-    add("contributor", named.get("contributor", ()))
-    add("date", [datestamp(item.updated)])
-    add("type", named.get("type", ()))
-    add("format", named.get("format", ()))
-    add("identifier", [_record_url(item), *(link["href"] for link in item.links)])
-    for name in DC_FROM_METADATA[6:]:  # source, language, relation, coverage, rights
-        add(name, named.get(name, ()))
-    parts.append("</oai_dc:dc>")
-    return "".join(parts)
+    values = {name: _texts(metadata[name]) for name in DC_FROM_METADATA if name in metadata}
+    values.update(title=[item.title], description=[item.summary] if item.summary else [],
+                  date=[stamp], identifier=[_record_url(item),
+                                            *(link["href"] for link in item.links)])
+    return "".join((_DC_OPEN, *(f"<dc:{name}>{escape_text(text)}</dc:{name}>"
+                                for name in DC_ORDER for text in values.get(name, ())),
+                    "</oai_dc:dc>"))
 
 
 def _record_url(item: Item) -> str:
@@ -89,7 +77,7 @@ def _texts(value) -> list[str]:
             and str(item)]
 
 
-def feedpub(item: Item) -> str:
+def feedpub(item: Item, stamp: str) -> str:  # (its updated is RFC 3339, to the microsecond)
     def element(name: str, text: str) -> str:
         return f"<{name}>{escape_text(text)}</{name}>" if text else f"<{name}/>"
 

@@ -36,6 +36,7 @@ import re
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 from typing import Any, NamedTuple
 
 from django.conf import settings
@@ -73,12 +74,14 @@ class SafePoint:
 
 def _oldest_writer_start() -> datetime | None:
     """When the oldest transaction that holds a feed row lock (FOR UPDATE) began: a writer,
-    whose stamps are later (pg_stat_activity shows the sessions of our own role)."""
+    whose stamps are later. (The statistics functions under pg_stat_activity, which show
+    the sessions of our own role: the view itself costs three times as much to ask.)"""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT min(a.xact_start) FROM pg_stat_activity a JOIN pg_locks l ON l.pid = a.pid"
-            " WHERE l.relation = %s::regclass AND l.mode = 'RowShareLock' AND l.granted"
-            " AND a.pid <> pg_backend_pid()", [Feed._meta.db_table])
+            "SELECT min(pg_stat_get_backend_xact_start(b))"
+            " FROM pg_stat_get_backend_idset() b WHERE pg_stat_get_backend_pid(b) IN ("
+            "SELECT pid FROM pg_locks WHERE relation = %s::regclass AND mode = 'RowShareLock'"
+            " AND granted AND pid <> pg_backend_pid())", [Feed._meta.db_table])
         return cursor.fetchone()[0]
 
 
@@ -89,7 +92,12 @@ IDENTIFIER_RE = re.compile(r"oai:([^:]+):([0-9a-f-]{36})/([A-Za-z0-9._~-]+)")
 
 
 def identifier(feed_uuid: uuid.UUID, key: str) -> str:
-    return f"oai:{settings.FEEDPUB_OAI_REPOSITORY_ID}:{feed_uuid}/{key}"
+    return _identifier_prefix(settings.FEEDPUB_OAI_REPOSITORY_ID, feed_uuid) + key
+
+
+@lru_cache(maxsize=1024)
+def _identifier_prefix(repository_id: str, feed_uuid: uuid.UUID) -> str:
+    return f"oai:{repository_id}:{feed_uuid}/"  # (str(uuid) costs as much as the rest)
 
 
 def sample_identifier() -> str:
@@ -170,7 +178,7 @@ def record_page(state: ListState, *, safe: SafePoint, with_metadata: bool) -> Pa
     # the (updated, id) index); the token carries it on.
     size = state.size or _matching(feed_id, state).count()
     after = None if state.after is None else (state.after.updated, state.after.id)
-    rows = [Item(*row) for row in fastsql.oai_records(
+    rows = [Item._make(row) if with_metadata else Item(*row) for row in fastsql.oai_records(
         feed_id=feed_id, start=state.start, end=state.end, after=after,
         content=with_metadata, limit=page_size + 1)]
     if not rows:

@@ -191,19 +191,21 @@ def _item(identifier: str) -> Item:
 # A header and a record as text, in the answer's default namespace (OAI-PMH's). A slug and
 # an identifier need no escaping (their patterns have no & < > "), a datestamp neither.
 
-def _header(item: Item) -> str:
+def _header(item: Item, stamp: str | None = None) -> str:
     return "".join((
         '<header status="deleted">' if item.is_deleted else "<header>",
         f"<identifier>{escape_text(repository.identifier(item.feed_uuid, item.key))}"
-        f"</identifier><datestamp>{datestamp(item.updated)}</datestamp>"
+        f"</identifier><datestamp>{stamp or datestamp(item.updated)}</datestamp>"
         f"<setSpec>{item.slug}</setSpec></header>",
     ))
 
 
 def _record(item: Item, metadata_format: MetadataFormat) -> str:
+    stamp = datestamp(item.updated)
     if item.is_deleted:
-        return f"<record>{_header(item)}</record>"
-    return f"<record>{_header(item)}<metadata>{metadata_format.write(item)}</metadata></record>"
+        return f"<record>{_header(item, stamp)}</record>"
+    return (f"<record>{_header(item, stamp)}<metadata>{metadata_format.write(item, stamp)}"
+            "</metadata></record>")
 
 
 def _resumption(element: etree._Element, request: Request, page: repository.Page) -> None:
