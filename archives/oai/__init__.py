@@ -4,5 +4,6 @@
 protocol error; `repository` reads records, sets and the safe point of the log; `metadata`
 writes a record in each format (oai_dc, and feedpub's lossless one, whose schema ships
 here); `verbs` answers each verb; `views` is the HTTP door. May use models, validation,
-formats and documents (for URLs); nothing imports it but the URLs.
+formats, db (its list reads) and documents (URLs, escaping); nothing imports it but the
+URLs.
 """
