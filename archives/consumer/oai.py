@@ -28,22 +28,18 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from io import BytesIO
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
 from lxml import etree
 
 from .atom import parse_timestamp
-from .harvest import HarvestFailed, HarvestResult, LiveRecords, Meter, Summary, show_progress
-from .http import FetchError, HttpClient, Response
+from .harvest import HarvestFailed, HarvestResult, HarvestRun, LiveRecords, Meter, show_progress
+from .http import FetchError, Response
 from .state import STATE_VERSION, StateError, read_meta
-
-if TYPE_CHECKING:
-    from tqdm import tqdm  # the caller's progress bar, if any
-
 
 OAI_PMH = "oai-pmh"  # the format's name for `harvest` and the state file
 OAI_NS = "http://www.openarchives.org/OAI/2.0/"
@@ -271,17 +267,8 @@ class OaiHarvestResult(HarvestResult):
                 "from": self.sent_from, "next_from": self.next_from}
 
 
-class OaiHarvester:
+class OaiHarvester(HarvestRun):
     """One run: Identify, choose the prefix, ListRecords from `from` to the end of the list."""
-
-    def __init__(self, *, state: OaiState, client: HttpClient | None = None,
-                 progress: tqdm | None = None, warn: Callable[[str], None] | None = None):
-        self.state = state
-        self.client = client or HttpClient()
-        self.progress = progress
-        self.warnings: list[str] = []
-        self._warn_hook = warn
-        self.summary = Summary()
 
     def run(self, url: str, *, first: Response | None = None, meter: Meter | None = None,
             metadata_prefix: str | None = None, set_spec: str | None = None) -> HarvestResult:
@@ -418,7 +405,3 @@ class OaiHarvester:
             else:
                 self.summary.records_changed += self.state.records.put(identifier, row)
 
-    def _warn(self, message: str) -> None:
-        self.warnings.append(message)
-        if self._warn_hook:
-            self._warn_hook(message)
