@@ -428,6 +428,10 @@ BAD_REQUESTS = [
     ({"verb": "GetRecord", "metadataPrefix": "oai_dc"}, "badArgument"),
     ({"verb": "ListRecords", "metadataPrefix": ["oai_dc", "oai_dc"]}, "badArgument"),
     ({"verb": "ListRecords", "metadataPrefix": "oai_dc", "from": "2024-13-01"}, "badArgument"),
+    ({"verb": "ListRecords", "metadataPrefix": "oai_dc", "from": "2024-05-01T1\u0660:00:00Z"},
+     "badArgument"),  # an Arabic-Indic digit: \d would take it, OAI-PMH.xsd does not
+    ({"verb": "Identify", "a\x01b": "x"}, "badArgument"),  # a name XML cannot carry
+    ({"verb": "ListSets", "resumptionToken": "ListSets,999,0,0"}, "badResumptionToken"),
     ({"verb": "ListRecords", "metadataPrefix": "oai_dc", "from": "2024-05-01T10:00Z"},
      "badArgument"),
     ({"verb": "ListRecords", "metadataPrefix": "oai_dc", "from": "2024-05-01T10:00:00.5Z"},
@@ -488,10 +492,11 @@ def test_a_post_that_is_not_a_form_is_a_bad_argument(client, db):
 
 
 NASTY = ["", " ", "\x00", "\x01", "\ufffe", "é", "'", '"<&>', "%", "oai:", "oai:x:y/z",
+         "2024-05-01T1\u0660:00:00Z", "\u0662024-05-01",
          "9" * 40, "-1", "2024-02-30", "0000-00-00", "9999-12-31", "9999-12-31T23:59:59Z",
          ",,,,,,,,,", "ListRecords,oai_dc,,,,0,0,0,0,", "ListSets,0,0,0", "a" * 5000]
 NAMES = ["verb", "metadataPrefix", "from", "until", "set", "identifier", "resumptionToken",
-         "other"]
+         "other", "a\x01b", "\ufffe", "\x00", "é<&>"]
 VERB_NAMES = ["Identify", "ListMetadataFormats", "ListSets", "ListIdentifiers", "ListRecords",
               "GetRecord"]
 

@@ -40,8 +40,10 @@ PREFIX_RE = re.compile(r"[A-Za-z0-9\-_.!~*'()]+")
 SET_SPEC_RE = re.compile(r"[A-Za-z0-9\-_.!~*'()]+(:[A-Za-z0-9\-_.!~*'()]+)*")
 # An identifier is a URI (identifierType): a scheme, then no space or control character.
 URI_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:[^\s\"<>\\^`{|}]+")
-DAY_RE = re.compile(r"\d{4}-\d{2}-\d{2}")
-SECOND_RE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z")
+# ASCII digits only: \d and strptime also take other scripts' digits, which OAI-PMH.xsd's
+# date types (echoed in <request>) do not.
+DAY_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+SECOND_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
 GRANULARITY = "YYYY-MM-DDThh:mm:ssZ"
 
 
@@ -51,7 +53,8 @@ class OAIError(Exception):
     def __init__(self, code: str, message: str, *, response_second: int | None = None):
         super().__init__(message)
         self.code = code
-        self.message = message
+        # A message may quote the request, which may hold what XML cannot carry.
+        self.message = ascii(message)[1:-1] if xml_problem(message) else message
         self.response_second = response_second  # the answer's responseDate, if not now's
 
     @property
@@ -157,7 +160,8 @@ def _arguments(verb: str, given: Mapping[str, Sequence[str]]) -> dict[str, str]:
     illegal = sorted(set(given) - allowed)
     if illegal:
         takes = ", ".join(sorted(allowed)) or "no other argument"
-        raise bad_argument(f"{verb} does not take {', '.join(illegal)} (it takes {takes}).")
+        raise bad_argument(f"{verb} does not take {', '.join(map(repr, illegal))} (it takes "
+                           f"{takes}).")
     repeated = sorted(name for name, values in given.items() if len(values) > 1)
     if repeated:
         raise bad_argument(f"The argument {', '.join(repeated)} is repeated; give it once.")

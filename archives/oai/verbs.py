@@ -122,6 +122,9 @@ def list_metadata_formats(request: Request, safe: SafePoint) -> Body:
 
 def list_sets(request: Request, safe: SafePoint) -> Body:
     page = repository.set_page(request.state, safe=safe)
+    if page is None and request.resuming:  # the feeds after its position were deleted
+        raise OAIError("badResumptionToken", "No set is left after this token's position: "
+                                             "the feeds after it were deleted.")
     if page is None:
         raise OAIError("noSetHierarchy", "This repository has no feed yet, so no set.")
     element = etree.Element(f"{OAI}ListSets")
