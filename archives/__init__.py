@@ -7,7 +7,8 @@ Packages by concern, lowest layer first; a module imports only from its own laye
 - documents: every document the log is served as (Atom, RSS, linked pages) and its validators
 - html: the pages for people; storage: sealed pages as files, snapshots
 - log: the single write path and sealing
-- push: WebSub (the hub and its worker); serving: views, negotiation, long polling
+- push: WebSub (the hub and its worker)
+- serving: views, negotiation, long polling; oai: OAI-PMH 2.0 from the same log
 - api, admin, management, urls: the doors producers and operators use
 - consumer: the harvester and checker; imports nothing of Django or of the rest of this app
 

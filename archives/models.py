@@ -139,6 +139,9 @@ class Record(models.Model):
         indexes = [
             # Serves the API's "changed since" listing: WHERE feed_id = ? ORDER BY updated, id
             models.Index(fields=["feed", "updated", "id"], name="record_feed_updated"),
+            # Serves OAI-PMH lists over every feed (archives/oai/repository.py):
+            # WHERE updated >= ? AND (updated > ? OR id > ?) ORDER BY updated, id LIMIT ?
+            models.Index(fields=["updated", "id"], name="record_updated"),
         ]
 
     def __str__(self) -> str:

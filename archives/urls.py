@@ -1,5 +1,6 @@
 from django.urls import path, re_path
 
+from .oai import views as oai
 from .serving import views
 
 app_name = "archives"
@@ -36,4 +37,7 @@ urlpatterns = [
     path("feeds/<slug:slug>/activity.svg", views.activity, name="activity"),
     # WebSub: the hub of the subscription documents and the linked-pages entry point.
     path("websub/", views.websub_hub, name="websub"),
+    # OAI-PMH 2.0 from the same log (archives/oai/), and the schema of its feedpub format.
+    path("oai", oai.oai, name="oai"),
+    path("oai/feedpub-record.xsd", oai.feedpub_schema, name="oai-feedpub-schema"),
 ]

@@ -7,7 +7,9 @@ dj-database-url understands (postgres://...) replaces it.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -96,6 +98,26 @@ FEEDPUB_MAX_AGE = envint("FEEDPUB_MAX_AGE", "60")
 # (archives/documents/base.py): a bound on how long a change takes from its stamp to being
 # visible, plus the clock difference between hosts.
 FEEDPUB_LAST_MODIFIED_SETTLE = envint("FEEDPUB_LAST_MODIFIED_SETTLE", "1")
+# OAI-PMH 2.0 at /oai (archives/oai/). Records a list answer holds at most (the rest follows
+# by resumption tokens, which never expire).
+FEEDPUB_OAI_PAGE_SIZE = envint("FEEDPUB_OAI_PAGE_SIZE", "100")
+if FEEDPUB_OAI_PAGE_SIZE < 1:
+    raise ImproperlyConfigured("FEEDPUB_OAI_PAGE_SIZE must be at least 1")
+FEEDPUB_OAI_REPOSITORY_NAME = env("FEEDPUB_OAI_REPOSITORY_NAME", "feedpub")
+# The repository's name in every OAI identifier (oai:<this>:<feed uuid>/<key>): a domain
+# name of yours, set once and never changed, since identifiers must not change. By default
+# the base URL's host when it is a domain name, else feedpub.localhost.
+_OAI_DOMAIN = r"[a-zA-Z][a-zA-Z0-9\-]*(\.[a-zA-Z][a-zA-Z0-9\-]*)+"
+_base_host = urlsplit(FEEDPUB_BASE_URL).hostname or ""
+FEEDPUB_OAI_REPOSITORY_ID = env(
+    "FEEDPUB_OAI_REPOSITORY_ID",
+    _base_host if re.fullmatch(_OAI_DOMAIN, _base_host) else "feedpub.localhost")
+if not re.fullmatch(_OAI_DOMAIN, FEEDPUB_OAI_REPOSITORY_ID or ""):
+    raise ImproperlyConfigured("FEEDPUB_OAI_REPOSITORY_ID must be a domain name such as "
+                               "feeds.example.org (the oai-identifier scheme's rule)")
+FEEDPUB_OAI_ADMIN_EMAIL = env("FEEDPUB_OAI_ADMIN_EMAIL", f"feedpub@{FEEDPUB_OAI_REPOSITORY_ID}")
+if not re.fullmatch(r"\S+@(\S+\.)+\S+", FEEDPUB_OAI_ADMIN_EMAIL or ""):
+    raise ImproperlyConfigured("FEEDPUB_OAI_ADMIN_EMAIL must be an e-mail address")
 # Bytes of final archive pages each process keeps in memory; the newest subscription
 # documents take up to 1/8 more (archives/documents/base.py). Per gunicorn worker: 72 MiB a
 # worker by default (README "Deployment").

@@ -18,7 +18,7 @@ import pytest
 LAYERS = [
     ["feedpub"],
     ["archives.urls", "archives.admin", "archives.api", "archives.management"],
-    ["archives.serving"],
+    ["archives.serving", "archives.oai"],
     ["archives.log", "archives.push"],
     ["archives.storage", "archives.html"],
     ["archives.documents"],

@@ -21,12 +21,13 @@ from .harvest import HarvestFailed, write_records
 from .harvesting import harvest
 from .http import ATOM, LINKED_PAGES, Limits
 from .linkedharvest import AUTO, FROM_PAGE_1, FROM_SNAPSHOT
+from .oai import OAI_PMH, OaiHarvestResult
 from .progress import Lines, add_progress_argument, progress_bar, write_around
 from .state import StateError
 
-HARVEST_HELP = ("Rebuild the live records of an archived Atom feed (RFC 5005, Atom-PMH) or of a "
-                "linked-pages feed. Exit status: 0 complete, 1 incomplete (a page was missing or "
-                "unreadable), 2 could not run.")
+HARVEST_HELP = ("Rebuild the live records of an archived Atom feed (RFC 5005, Atom-PMH), of a "
+                "linked-pages feed or of an OAI-PMH 2.0 repository. Exit status: 0 complete, "
+                "1 incomplete (a page was missing or unreadable), 2 could not run.")
 CHECKFEED_HELP = ("Walk an archived Atom or RSS 2.0 feed or a linked-pages feed and print one "
                   "line per violation, with the URL it concerns. Exit status: 0 clean, "
                   "1 violations found, 2 could not run.")
@@ -61,11 +62,12 @@ def limits_of(options: dict[str, Any]) -> Limits:
 # harvest ---------------------------------------------------------------------------------
 
 def harvest_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("url", help="the feed: an Atom subscription document, or a "
-                                    "linked-pages entry point (feedpub: <feed>/pages/latest)")
-    parser.add_argument("--format", choices=[ATOM, LINKED_PAGES],
-                        help="the feed's format (default: the state file's, else told by "
-                             "the first answer's Content-Type)")
+    parser.add_argument("url", help="the feed: an Atom subscription document, a "
+                                    "linked-pages entry point (feedpub: <feed>/pages/latest), "
+                                    "or an OAI-PMH base URL")
+    parser.add_argument("--format", choices=[ATOM, LINKED_PAGES, OAI_PMH],
+                        help="the feed's format (default: the state file's, else oai-pmh "
+                             "for a URL with verb=, else told by the first answer)")
     start = parser.add_mutually_exclusive_group()
     start.add_argument("--from-snapshot", dest="start", action="store_const",
                        const=FROM_SNAPSHOT, default=AUTO,
@@ -79,6 +81,12 @@ def harvest_arguments(parser: argparse.ArgumentParser) -> None:
                             "oldest page")
     start.add_argument("--snapshot", metavar="URL",
                        help="linked pages, first run: start from this snapshot index")
+    parser.add_argument("--metadata-prefix", metavar="PREFIX",
+                        help="OAI-PMH: the metadata format (default: the state file's, else "
+                             "feedpub if the repository offers it, else oai_dc)")
+    parser.add_argument("--set", metavar="SPEC", dest="set_spec",
+                        help="OAI-PMH: harvest this set only (default: the state file's, "
+                             "else the whole repository)")
     parser.add_argument("--state", help="state file (SQLite): makes the next run incremental")
     parser.add_argument("--output", "-o", default="-",
                         help="where to write the live records: a .jsonl file (JSON lines), "
@@ -99,7 +107,9 @@ def run_harvest(options: dict[str, Any], *, stdout: Lines, stderr: Lines) -> int
                              limits=limits_of(options), progress=bar,
                              warn=lambda message: write_around(stderr, f"warning: {message}"),
                              format=options["format"], snapshot=options["snapshot"],
-                             start=options["start"])
+                             start=options["start"],
+                             metadata_prefix=options.get("metadata_prefix"),
+                             set_spec=options.get("set_spec"))
     except (HarvestFailed, StateError) as error:
         stderr.write(f"harvest failed: {error}")
         return 2
@@ -113,8 +123,21 @@ def run_harvest(options: dict[str, Any], *, stdout: Lines, stderr: Lines) -> int
         stderr.write(f"cannot write {output}: {error}")
         return 2
     summary = result.summary
+    oai = isinstance(result, OaiHarvestResult)
     if options["summary_json"]:
-        stderr.write(json.dumps({**summary.as_dict(), "warnings": result.warnings}))
+        stderr.write(json.dumps({**summary.as_dict(), **(result.details if oai else {}),
+                                 "warnings": result.warnings}))
+    elif oai:
+        stderr.write(
+            f"{summary.requests} requests ({summary.pages_fetched} responses), "
+            f"{summary.bytes:,} bytes, {summary.seconds:.2f} s; {summary.entries_applied} "
+            f"records applied ({summary.deletions} deletions), {summary.records_changed} "
+            f"records changed, {summary.live_records} live records; "
+            + (f"from {result.sent_from}" if result.sent_from else "a whole harvest")
+            + (f", the next from {result.next_from}" if result.complete and result.next_from
+               else "")
+            + ("" if result.complete else "; INCOMPLETE: see the warnings above")
+        )
     else:
         stderr.write(
             f"{summary.requests} requests ({summary.pages_fetched} documents fetched, "

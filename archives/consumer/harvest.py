@@ -119,17 +119,30 @@ class PageLinks(NamedTuple):
     complete: bool
 
 
-class Harvester:
-    """One run: revalidate the subscription, walk back to known ground, apply oldest first."""
+class HarvestRun:
+    """What one run of any format's harvester keeps: its state, its HTTP client, the
+    caller's progress bar, the warnings (each also told to `warn`) and the summary."""
 
-    def __init__(self, *, state: HarvestState | None = None, client: HttpClient | None = None,
+    def __init__(self, *, state, client: HttpClient | None = None,
                  progress: tqdm | None = None, warn: Callable[[str], None] | None = None):
-        self.state = state or HarvestState.load()
+        self.state = state
         self.client = client or HttpClient()
         self.progress = progress
         self.warnings: list[str] = []
         self._warn_hook = warn
         self.summary = Summary()
+
+    def _warn(self, message: str) -> None:
+        self.warnings.append(message)
+        if self._warn_hook:
+            self._warn_hook(message)
+
+
+class Harvester(HarvestRun):
+    """One run: revalidate the subscription, walk back to known ground, apply oldest first."""
+
+    def __init__(self, *, state: HarvestState | None = None, **run):
+        super().__init__(state=state or HarvestState.load(), **run)
 
     def run(self, url: str, *, first: Response | None = None,
             meter: Meter | None = None) -> HarvestResult:
@@ -244,11 +257,6 @@ class Harvester:
         self.summary.entries_applied += reconstruction.applied
         self.summary.deletions += reconstruction.deletions
         self.summary.records_changed += reconstruction.changed
-
-    def _warn(self, message: str) -> None:
-        self.warnings.append(message)
-        if self._warn_hook:
-            self._warn_hook(message)
 
 
 def write_records(records: Iterable[dict[str, Any]], out: TextIO, *,

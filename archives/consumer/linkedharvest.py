@@ -36,11 +36,11 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .atom import parse_timestamp, timestamp_text
-from .harvest import HarvestFailed, HarvestResult, LiveRecords, Meter, Summary, show_progress
-from .http import LINKED_PAGES, MISSING_STATUSES, FetchError, HttpClient, Response
+from .harvest import HarvestFailed, HarvestResult, HarvestRun, LiveRecords, Meter, show_progress
+from .http import LINKED_PAGES, MISSING_STATUSES, FetchError, Response
 from .linked import (
     ACCEPT_INDEX,
     ACCEPT_PAGES,
@@ -57,10 +57,6 @@ from .linked import (
     snapshot_url_for,
 )
 from .state import STATE_VERSION, StateError, read_meta
-
-if TYPE_CHECKING:
-    from tqdm import tqdm  # the caller's progress bar, if any
-
 
 # Where a first run starts: the newest snapshot if one is found (else the oldest page), a
 # snapshot or nothing, the oldest page.
@@ -224,18 +220,12 @@ PROBLEMS = {
 }
 
 
-class LinkedHarvester:
+class LinkedHarvester(HarvestRun):
     """One run: load a snapshot (first run), then walk the feed forward from where the last
     run or the snapshot ended, applying each entity once, in order."""
 
-    def __init__(self, *, state: LinkedState, client: HttpClient | None = None,
-                 progress: tqdm | None = None, warn: Callable[[str], None] | None = None):
-        self.state = state
-        self.client = client or HttpClient()
-        self.progress = progress
-        self.warnings: list[str] = []
-        self._warn_hook = warn
-        self.summary = Summary()
+    def __init__(self, *, state: LinkedState, **run):
+        super().__init__(state=state, **run)
         self._prefetched: dict[str, Response] = {}
         self._newest: datetime | None = None  # the Last-Modified of the last entity read
         self._crawled_from: str | None = None  # the page a crawl back began at
@@ -515,7 +505,3 @@ class LinkedHarvester:
         self._warn(f"unreadable page: {message}")
         self.summary.complete = False
 
-    def _warn(self, message: str) -> None:
-        self.warnings.append(message)
-        if self._warn_hook:
-            self._warn_hook(message)

@@ -15,11 +15,14 @@
   hex text in which bytea otherwise comes back (archives/storage/export.py).
 - `entry_rows`: a range of a feed's entries, for every document that shows them (sealing
   reads each entry once), without the ORM's per-row costs.
+- `oai_records`: a page of records in (updated, id) order, for OAI-PMH's lists
+  (archives/oai/repository.py), without the ORM's per-row and compiling costs.
 """
 
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 
@@ -263,6 +266,65 @@ def entry_rows(feed: Feed, first_seq: int, last_seq: int | None, *,
     return [(seq, kind, _aware(updated), title, summary, _json(links), key, _json(metadata),
              _aware(created))
             for seq, kind, updated, title, summary, links, key, metadata, created in rows]
+
+
+def oai_records_sql(*, feed: bool, start: bool, end: bool, after: bool,
+                    content: bool) -> str:
+    records = connection.ops.quote_name(Record._meta.db_table)
+    feeds = connection.ops.quote_name(Feed._meta.db_table)
+    where = [condition for condition, wanted in (
+        ("r.feed_id = %s", feed),
+        ("r.updated >= %s", start),
+        ("r.updated < %s", end),
+        # The row comparison (updated, id) > (%s, %s), spelt so that every database uses
+        # the (updated, id) or (feed, updated, id) index for it.
+        ("r.updated >= %s AND (r.updated > %s OR r.id > %s)", after),
+    ) if wanted]
+    return ("SELECT r.key, r.updated, r.deleted_at, f.slug, f.uuid, r.id"  # noqa: S608
+            + (", r.title, r.summary, r.metadata, r.links, r.created" if content else "")
+            + f" FROM {records} r JOIN {feeds} f ON f.id = r.feed_id"
+            + (f" WHERE {' AND '.join(where)}" if where else "")
+            + " ORDER BY r.updated, r.id LIMIT %s")
+
+
+def oai_records(*, feed_id: int | None, start: datetime | None, end: datetime | None,
+                after: tuple[datetime, int] | None, content: bool, limit: int) -> list[tuple]:
+    """Up to `limit` records (of one feed, or all) with start <= updated < end, after the
+    position `after` = (updated, id), in (updated, id) order: each as (key, updated,
+    deleted_at, feed slug, feed uuid, id) and, with `content`, (title, summary, metadata,
+    links, created) after them; JSON decoded, timestamps aware, the uuid a UUID."""
+    moment = connection.ops.adapt_datetimefield_value  # as the ORM sends a timestamp
+    params = [value for value, wanted in ((feed_id, feed_id is not None),
+                                          (moment(start), start is not None),
+                                          (moment(end), end is not None)) if wanted]
+    if after is not None:
+        params += [moment(after[0]), moment(after[0]), after[1]]
+    sql = oai_records_sql(feed=feed_id is not None, start=start is not None,
+                          end=end is not None, after=after is not None, content=content)
+    postgresql = connection.vendor == "postgresql"
+    with connection.cursor() as cursor:
+        if postgresql:
+            from psycopg.types.datetime import TimestamptzLoader
+
+            cursor.cursor.adapters.register_loader("timestamptz", TimestamptzLoader)
+        cursor.execute(sql, [*params, limit])
+        rows = cursor.fetchall()
+    if postgresql:
+        if not content:
+            return rows
+        loads = json.loads
+        return [(*row[:8], loads(row[8]), loads(row[9]), row[10]) for row in rows]
+
+    def converted(row: tuple) -> tuple:  # SQLite: text for timestamps, JSON and the uuid
+        key, updated, deleted_at, slug, feed_uuid, pk, *more = row
+        head = (key, _aware(updated), deleted_at and _aware(deleted_at), slug,
+                uuid.UUID(feed_uuid), pk)
+        if not content:
+            return head
+        title, summary, metadata, links, created = more
+        return (*head, title, summary, _json(metadata), _json(links), _aware(created))
+
+    return list(map(converted, rows))
 
 
 def _json(value):

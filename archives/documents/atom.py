@@ -335,7 +335,7 @@ def escape_text(text: str) -> str:
     return text
 
 
-def _escape_attribute(value: str) -> str:
+def escape_attribute(value: str) -> str:
     if "&" in value or "<" in value or ">" in value or '"' in value or "\r" in value \
             or "\n" in value or "\t" in value:
         return value.translate(_ATTRIBUTE_ESCAPES)
@@ -350,8 +350,8 @@ def _active_entries_text(feed: Feed, rows: list[EntryRow]) -> str:
 def _entries_text(feed: Feed, rows: list[EntryRow], *, deletions: bool = True) -> str:
     """The XML of `rows`, as `_add_entries` would write them (with `deletions` False, a
     deletion entry is an error: the complete feed has none)."""
-    base_record_url = _escape_attribute(record_url(feed.slug, "KEY").removesuffix("KEY"))
-    feed_uuid, text, attribute, deletion = feed.uuid, escape_text, _escape_attribute, \
+    base_record_url = escape_attribute(record_url(feed.slug, "KEY").removesuffix("KEY"))
+    feed_uuid, text, attribute, deletion = feed.uuid, escape_text, escape_attribute, \
         Entry.Kind.DELETE
     record_links = (f'<link rel="alternate" type="{attribute(RECORD_ENTRY_TYPE)}" href="{{0}}"/>'
                     f'<link rel="alternate" type="{attribute(HTML_TYPE)}" href="{{1}}"/>').format
@@ -377,7 +377,7 @@ def _entries_text(feed: Feed, rows: list[EntryRow], *, deletions: bool = True) -
 
 
 def _producer_link_text(link: dict) -> str:
-    attribute = _escape_attribute
+    attribute = escape_attribute
     media_type = f' type="{attribute(link["type"])}"' if link.get("type") else ""
     title = f' title="{attribute(link["title"])}"' if link.get("title") else ""
     return (f'<link rel="{attribute(link["rel"])}" href="{attribute(link["href"])}"'

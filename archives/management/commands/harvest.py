@@ -1,5 +1,6 @@
-"""Harvest an RFC 5005 archived feed or a linked-pages feed (any server) into its live
-records: `feedpub-harvest` as a management command (archives/consumer/cli.py)."""
+"""Harvest an RFC 5005 archived feed, a linked-pages feed or an OAI-PMH repository (any
+server) into its live records: `feedpub-harvest` as a management command
+(archives/consumer/cli.py)."""
 
 from __future__ import annotations
 

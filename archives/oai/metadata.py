@@ -1,0 +1,112 @@
+"""The metadata formats a record is disseminated in: `oai_dc`, which every OAI-PMH
+repository must offer, and `feedpub`, which carries the whole record without loss (its
+schema, feedpub-record.xsd, ships beside this module and is served at /oai/feedpub-record.xsd).
+
+A list answer holds a hundred records: as lxml elements they cost four times what the
+rest of the answer does, so a record is written as text here, escaped as lxml escapes
+(archives/documents/atom.py's escape_text and escape_attribute), and joined into the
+answer by verbs.py. Every answer of the test suite is validated against the OAI's schemas
+and these formats' (tests/oai.py), which holds these strings to them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from archives import formats
+from archives.documents.atom import escape_attribute, escape_text, record_url, url
+
+from .repository import Item
+
+XSI = "http://www.w3.org/2001/XMLSchema-instance"
+SCHEMA_LOCATION = f"{{{XSI}}}schemaLocation"
+OAI_DC = "http://www.openarchives.org/OAI/2.0/oai_dc/"
+OAI_DC_SCHEMA = "http://www.openarchives.org/OAI/2.0/oai_dc.xsd"
+DC = "http://purl.org/dc/elements/1.1/"
+FEEDPUB = "urn:feedpub:oai-record:1"
+FEEDPUB_SCHEMA_FILE = Path(__file__).with_name("feedpub-record.xsd")
+
+# Dublin Core elements a record's metadata may name (a string, a number, or a list of
+# them); title, description, date and identifier come from the record itself. Written in
+# the order of the element set (which oai_dc.xsd does not require, but readers expect).
+DC_FROM_METADATA = ("creator", "subject", "publisher", "contributor", "type", "format",
+                    "source", "language", "relation", "coverage", "rights")
+DC_ORDER = ("title", "creator", "subject", "description", "publisher", "contributor", "date",
+            "type", "format", "identifier", "source", "language", "relation", "coverage",
+            "rights")
+# The root of an oai_dc record; xsi is declared on the answer's root (verbs.py).
+_DC_OPEN = (f'<oai_dc:dc xmlns:oai_dc="{OAI_DC}" xmlns:dc="{DC}" '
+            f'xsi:schemaLocation="{OAI_DC} {OAI_DC_SCHEMA}">')
+
+
+@dataclass(frozen=True)
+class MetadataFormat:
+    prefix: str
+    schema: Callable[[], str]
+    namespace: str
+    # The record's metadata element, as text, given the record and its datestamp.
+    write: Callable[[Item, str], str]
+
+
+def oai_dc(item: Item, stamp: str) -> str:
+    metadata = item.metadata if isinstance(item.metadata, dict) else {}
+    values = {name: _texts(metadata[name]) for name in DC_FROM_METADATA if name in metadata}
+    values.update(title=[item.title], description=[item.summary] if item.summary else [],
+                  date=[stamp], identifier=[_record_url(item),
+                                            *(link["href"] for link in item.links)])
+    return "".join((_DC_OPEN, *(f"<dc:{name}>{escape_text(text)}</dc:{name}>"
+                                for name in DC_ORDER for text in values.get(name, ())),
+                    "</oai_dc:dc>"))
+
+
+def _record_url(item: Item) -> str:
+    """record_url(slug, key) without a reverse() per record, which record_url's cache
+    cannot spare a harvest of a million keys; keys are URL-safe (validation.py)."""
+    return record_url(item.slug, "KEY").removesuffix("KEY") + item.key
+
+
+def _texts(value) -> list[str]:
+    """The texts of a metadata value: a string or a number, or a list of them (objects,
+    booleans and nulls have no Dublin Core reading and are left to the feedpub format)."""
+    values = value if isinstance(value, list) else [value]
+    return [str(item) for item in values
+            if isinstance(item, str | int | float) and not isinstance(item, bool)
+            and str(item)]
+
+
+def feedpub(item: Item, stamp: str) -> str:  # (its updated is RFC 3339, to the microsecond)
+    def element(name: str, text: str) -> str:
+        return f"<{name}>{escape_text(text)}</{name}>" if text else f"<{name}/>"
+
+    links = "".join(
+        "<link" + "".join(f' {name}="{escape_attribute(link[name])}"'
+                          for name in ("href", "rel", "type", "title") if link.get(name))
+        + "/>" for link in item.links)
+    return "".join((
+        f'<record xmlns="{FEEDPUB}" xsi:schemaLocation="{FEEDPUB} '
+        f'{escape_attribute(feedpub_schema_url())}">',
+        element("key", item.key),
+        element("url", _record_url(item)),
+        element("atomId", formats.record_atom_id(item.feed_uuid, item.key)),
+        element("title", item.title),
+        element("summary", item.summary),
+        links,
+        element("created", formats.rfc3339(item.created)),
+        element("updated", formats.rfc3339(item.updated)),
+        # JSON text: lossless whatever the metadata holds (validation keeps it XML-safe).
+        element("metadata", json.dumps(item.metadata, ensure_ascii=False)),
+        "</record>",
+    ))
+
+
+def feedpub_schema_url() -> str:
+    return url("archives:oai-feedpub-schema")
+
+
+FORMATS = {
+    "oai_dc": MetadataFormat("oai_dc", lambda: OAI_DC_SCHEMA, OAI_DC, oai_dc),
+    "feedpub": MetadataFormat("feedpub", feedpub_schema_url, FEEDPUB, feedpub),
+}
