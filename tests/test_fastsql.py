@@ -233,6 +233,7 @@ def test_oai_records_reads_what_the_orm_reads_in_updated_order(db):
     fast = oai_records(feed_id=films.pk, start=None, end=None, after=None, content=True,
                        limit=10)
     assert [row[0] for row in fast] == ["b", "c", "a"]  # the deleted one is the last change
-    assert fast[-1][2] is not None and fast[0][1].tzinfo is not None
+    assert fast[-1][2] is not None
+    assert fast[0][1].tzinfo is not None
     assert "OFFSET" not in " ".join(query["sql"] for query in queries)
     assert queries[-1]["sql"].endswith("ORDER BY r.updated, r.id LIMIT 2")
