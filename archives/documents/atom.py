@@ -97,6 +97,13 @@ def record_url(slug: str, key: str) -> str:
     return absolute(_path("archives:record", slug, key))
 
 
+def record_url_prefix(slug: str) -> str:
+    """What every record URL of a feed starts with: its key follows (keys are URL-safe,
+    validation.KEY_RE). For documents of many records: record_url's cache would hold a
+    URL per key."""
+    return record_url(slug, "KEY").removesuffix("KEY")
+
+
 def html_url(document_url: str) -> str:
     """The page for people of a document (a feed, an archive page, a record): the same URL
     asked for in HTML whatever the request's Accept says."""
@@ -248,7 +255,7 @@ TEXT_TYPE = {"type": "text"}
 def _add_entries(root: etree._Element, feed: Feed, rows: list[EntryRow]) -> None:
     # The hot loop of sealing (a million entries is a million passes): element names
     # and attributes are built once, and nothing is looked up twice.
-    base_record_url = record_url(feed.slug, "KEY").removesuffix("KEY")
+    base_record_url = record_url_prefix(feed.slug)
     sub_element = etree.SubElement
     for row in rows:
         entry = sub_element(root, ENTRY)
@@ -350,7 +357,7 @@ def _active_entries_text(feed: Feed, rows: list[EntryRow]) -> str:
 def _entries_text(feed: Feed, rows: list[EntryRow], *, deletions: bool = True) -> str:
     """The XML of `rows`, as `_add_entries` would write them (with `deletions` False, a
     deletion entry is an error: the complete feed has none)."""
-    base_record_url = escape_attribute(record_url(feed.slug, "KEY").removesuffix("KEY"))
+    base_record_url = escape_attribute(record_url_prefix(feed.slug))
     feed_uuid, text, attribute, deletion = feed.uuid, escape_text, escape_attribute, \
         Entry.Kind.DELETE
     record_links = (f'<link rel="alternate" type="{attribute(RECORD_ENTRY_TYPE)}" href="{{0}}"/>'

@@ -19,7 +19,7 @@ from urllib.parse import quote
 from archives.formats import http_date, record_json
 from archives.models import Entry, Feed
 
-from .atom import EntryRow, hub_url, url
+from .atom import EntryRow, hub_url, record_url_prefix, url
 
 MULTIPART = "multipart/mixed"
 CRLF = b"\r\n"
@@ -59,11 +59,6 @@ DELETE = Entry.Kind.DELETE
 _as_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
-def record_base(feed: Feed) -> str:
-    """The record URLs' common prefix (the key follows it, percent-encoded)."""
-    return url("archives:record", feed.slug, "KEY").removesuffix("KEY")
-
-
 def render(parts: Iterable[bytes]) -> bytes:
     """A multipart/mixed body of `parts` (its Content-Type: `content_type_of`). The
     boundary is derived from the parts, so the same parts always make the same bytes, and
@@ -84,7 +79,7 @@ def render(parts: Iterable[bytes]) -> bytes:
 
 def render_page(feed: Feed, rows: list[EntryRow]) -> bytes:
     """A page of entries (oldest first)."""
-    base = record_base(feed)
+    base = record_url_prefix(feed.slug)
     return render(entity(feed, row, base) for row in rows)
 
 

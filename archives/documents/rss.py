@@ -31,7 +31,7 @@ from .atom import (
     escape_text,
     html_url,
     hub_url,
-    record_url,
+    record_url_prefix,
     subscription_url,
     url,
     with_entries,
@@ -141,7 +141,7 @@ GUID_ATTRIBUTES = {"isPermaLink": "false"}
 def _add_items(channel: etree._Element, feed: Feed, rows: list[EntryRow]) -> None:
     """Items of `rows` (newest first), each record's newest only (see the module docstring)."""
     # Sealing's hot loop, as atom._add_entries: nothing is looked up twice.
-    base_record_url = record_url(feed.slug, "KEY").removesuffix("KEY")
+    base_record_url = record_url_prefix(feed.slug)
     sub_element = etree.SubElement
     shown = set()
     for row in rows:
@@ -171,7 +171,7 @@ def _serialize(root: etree._Element) -> bytes:
 # the same rows. Change both together.
 def _items_text(feed: Feed, rows: list[EntryRow]) -> str:
     """The XML of `_add_items`' items for `rows` (newest first), as text."""
-    base_record_url = record_url(feed.slug, "KEY").removesuffix("KEY")
+    base_record_url = record_url_prefix(feed.slug)
     feed_uuid, text, deletion = feed.uuid, escape_text, Entry.Kind.DELETE
     shown = set()
     parts = []

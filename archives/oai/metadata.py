@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from archives import formats
-from archives.documents.atom import escape_attribute, escape_text, record_url, url
+from archives.documents.atom import escape_attribute, escape_text, record_url_prefix, url
 
 from .repository import Item
 
@@ -63,9 +63,7 @@ def oai_dc(item: Item, stamp: str) -> str:
 
 
 def _record_url(item: Item) -> str:
-    """record_url(slug, key) without a reverse() per record, which record_url's cache
-    cannot spare a harvest of a million keys; keys are URL-safe (validation.py)."""
-    return record_url(item.slug, "KEY").removesuffix("KEY") + item.key
+    return record_url_prefix(item.slug) + item.key
 
 
 def _texts(value) -> list[str]:

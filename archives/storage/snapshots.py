@@ -93,7 +93,7 @@ def live_entities(feed: Feed, cut: int) -> Iterator[bytes]:
             for seq, part in enumerate(linkedpages.split(bytes(multipart)), start=first_seq):
                 if seq in live:
                     yield part
-    base = linkedpages.record_base(feed)
+    base = atom.record_url_prefix(feed.slug)
     for start in range(sealed_seq + 1, cut + 1, WINDOW):
         end = min(cut, start + WINDOW - 1)
         rows = _live(feed, cut, start, end).order_by("seq").values_list(*atom.ENTRY_ROW_COLUMNS)
