@@ -1,11 +1,17 @@
 from __future__ import annotations
 
+from datetime import timedelta
 from io import StringIO
 
+import pytest
 from django.core.management import call_command
+from django.utils import timezone
 
-from archives.models import Entry, Feed, Record
+from archives.html import activity
+from archives.log import publishing
+from archives.models import ArchivePage, Entry, Feed, Record
 
+from .factories import record_data
 from .walking import walk
 
 
@@ -29,3 +35,42 @@ def test_the_demo_command_leaves_an_existing_feed_alone(db):
     call_command("demo_feed", stdout=out)
     assert "exists already" in out.getvalue()
     assert Entry.objects.count() == 3
+
+
+@pytest.mark.parametrize("seal_on_write", [True, False])
+def test_the_demo_says_how_many_pages_it_sealed(db, settings, seal_on_write):
+    settings.FEEDPUB_SEAL_ON_WRITE = seal_on_write
+    out = StringIO()
+
+    call_command("demo_feed", "--records", "20", "--changes", "45", "--page-size", "10",
+                 stdout=out)
+
+    assert Feed.objects.get(slug="demo").sealed_pages == 6
+    assert "sealed 6 archive pages (10 entries each), 5 entries not archived yet" \
+        in out.getvalue()
+
+
+def test_the_demo_spreads_its_history_over_past_days(db):
+    started = timezone.now()
+    call_command("demo_feed", "--days", "30", stdout=StringIO())
+
+    feed = Feed.objects.get(slug="demo")
+    stamps = list(Entry.objects.filter(feed=feed).order_by("seq")
+                  .values_list("updated", flat=True))
+    assert all(a < b for a, b in zip(stamps, stamps[1:], strict=False))
+    assert stamps[0] < started - timedelta(days=25)
+    assert started - timedelta(days=2) < stamps[-1] <= timezone.now()
+    unit, bars = activity.counts(feed)
+    assert unit.name == "day"
+    assert len([bar for _, bar in bars if bar]) > 20  # a chart of days, not one bar
+    pages = ArchivePage.objects.filter(feed=feed).order_by("number")
+    assert pages.first().last_updated < pages.last().first_updated - timedelta(days=15)
+
+
+def test_a_write_after_the_demo_is_stamped_now(db):
+    call_command("demo_feed", "--records", "5", "--changes", "5", stdout=StringIO())
+    feed = Feed.objects.get(slug="demo")
+
+    entry = publishing.put_record(feed=feed, key="new", data=record_data(1))
+
+    assert entry.updated > timezone.now() - timedelta(minutes=1)

@@ -98,6 +98,26 @@ def test_updated_strictly_increases_even_when_the_clock_goes_back(feed, monkeypa
     assert stamps[1] - stamps[0] == timedelta(microseconds=1)
 
 
+def test_a_backdated_block_stamps_only_its_feed_and_stays_strictly_increasing(feed):
+    other = FeedFactory()
+    start = timezone.now() - timedelta(days=10)
+    # A clock that jumps back, stands still and runs past now: none of it may show.
+    times = iter([start, start - timedelta(days=1), start, start + timedelta(days=30)])
+
+    with publishing.backdated(feed, lambda: next(times)):
+        stamps = [publishing.put_record(feed=feed, key=f"k{n}", data=record_data(n)).updated
+                  for n in range(4)]
+        elsewhere = publishing.put_record(feed=other, key="a", data=record_data(1)).updated
+    after = publishing.put_record(feed=feed, key="later", data=record_data(9)).updated
+
+    assert stamps[0] == start
+    assert stamps[1] == stamps[0] + publishing.ONE_MICROSECOND
+    assert stamps[2] == stamps[1] + publishing.ONE_MICROSECOND
+    assert stamps[2] < stamps[3] <= elsewhere  # capped at the wall clock
+    assert elsewhere > timezone.now() - timedelta(minutes=1)  # another feed: the wall clock
+    assert stamps[3] < after  # outside the block: the wall clock again
+
+
 def test_seq_has_no_gaps_across_feeds_and_batches(feed):
     other = FeedFactory()
     publishing.put_record(feed=feed, key="a", data=record_data(1))

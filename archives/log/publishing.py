@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
@@ -32,6 +34,9 @@ logger = logging.getLogger(__name__)
 
 MAX_BATCH_OPERATIONS = 1000
 ONE_MICROSECOND = timedelta(microseconds=1)
+# (feed id, clock) while `backdated` is in force: the demo's made-up history.
+_backdated: ContextVar[tuple[int, Callable[[], datetime]] | None] = ContextVar(
+    "backdated", default=None)
 
 
 class PreconditionFailed(Exception):
@@ -233,7 +238,7 @@ class _Changes:
 
     def _next_stamp(self) -> tuple[int, datetime]:
         feed = self.feed
-        now = timezone.now()
+        now = _clock(feed)
         if feed.last_updated is not None and now <= feed.last_updated:
             now = feed.last_updated + ONE_MICROSECOND
         feed.last_seq += 1
@@ -354,6 +359,30 @@ def _new_entry(feed: Feed, seq: int, record: Record, kind: str, updated: datetim
     _ENTRY_FEED.set_cached_value(entry, feed)
     _ENTRY_RECORD.set_cached_value(entry, record)
     return entry
+
+
+def _clock(feed: Feed) -> datetime:
+    """The time a write to `feed` is stamped from (before the strictly-increasing rule):
+    the wall clock, or the earlier time of a `backdated` block for this feed."""
+    now = timezone.now()
+    backdated = _backdated.get()
+    if backdated is not None and backdated[0] == feed.pk:
+        return min(backdated[1](), now)
+    return now
+
+
+@contextmanager
+def backdated(feed: Feed, clock: Callable[[], datetime]) -> Iterator[None]:
+    """Stamp the writes to `feed` made in this block (in this thread) from `clock`, so that
+    a demo's history spreads over past days. Only for a feed just created and not yet read
+    (demo_feed): the stamps are still strictly increasing (max with last_updated + 1µs,
+    under the lock) and never later than the wall clock, but a harvester that went by date
+    (OAI-PMH) could have passed them already. Other feeds' writes keep the wall clock."""
+    token = _backdated.set((feed.pk, clock))
+    try:
+        yield
+    finally:
+        _backdated.reset(token)
 
 
 def _check_if_match(if_match: str, current: str | None) -> None:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import random
+from datetime import datetime, timedelta
 
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
 
 from archives.consumer.progress import add_progress_argument, progress_bar
 from archives.log import publishing
@@ -32,16 +34,20 @@ class Command(BaseCommand):
         parser.add_argument("--changes", type=int, default=200,
                             help="updates and deletes after the creates")
         parser.add_argument("--page-size", type=int, default=25)
+        parser.add_argument("--days", type=int, default=30,
+                            help="the past days the history is spread over (0: all now)")
         parser.add_argument("--seed", type=int, default=5005)
         add_progress_argument(parser)
 
-    def handle(self, *args, slug, title, language, records, changes, page_size, seed,
+    def handle(self, *args, slug, title, language, records, changes, page_size, days, seed,
                progress, **options):
         if language is not None:  # before anything else, even on an existing feed
             try:
                 validate_language(language)
             except ValidationError as error:
                 raise CommandError(f"--language {language!r}: {error.messages[0]}") from None
+        if days < 0:
+            raise CommandError("--days must be 0 or more")
         if Feed.objects.filter(slug=slug).exists():
             self.stdout.write(f"feed {slug!r} exists already; leaving it as it is")
             return
@@ -49,14 +55,20 @@ class Command(BaseCommand):
                            **({} if language is None else {"language": language}))
         rng = random.Random(seed)  # noqa: S311 - demo data, not security
         keys = [f"collection-{n:04d}" for n in range(1, records + 1)]
-        with progress_bar(self.stderr, progress, desc=slug, unit=" records",
-                          total=records + changes) as bar:
+        clock = past_clock(random.Random(f"{seed} clock"), days=days,  # noqa: S311
+                           writes=records + changes)
+        with (progress_bar(self.stderr, progress, desc=slug, unit=" records",
+                           total=records + changes) as bar,
+              publishing.backdated(feed, clock)):
             live = self.write(feed, rng, keys, changes, bar.update)
-        sealed = seal_feed(feed)
+        seal_feed(feed)  # what writes did not seal (FEEDPUB_SEAL_ON_WRITE off)
         feed.refresh_from_db()
+        # The feed is new: every page it has was sealed by this run, as it went or just now.
         self.stdout.write(
-            f"feed {slug!r}: {feed.last_seq} entries, {len(live)} live records, "
-            f"{feed.sealed_pages} sealed pages ({len(sealed)} sealed just now)"
+            f"feed {slug!r}: {feed.last_seq} entries over {days} days, {len(live)} live "
+            f"records; sealed {feed.sealed_pages} archive page"
+            f"{'s' if feed.sealed_pages != 1 else ''} ({page_size} entries each), "
+            f"{feed.last_seq - feed.sealed_seq} entries not archived yet"
         )
 
     def create(self, **fields) -> Feed:
@@ -98,3 +110,17 @@ class Command(BaseCommand):
             "links": [{"href": f"https://data.example.org/collections/{key}",
                        "rel": "related", "type": "text/html", "title": "Landing page"}],
         }
+
+
+def past_clock(rng: random.Random, *, days: int, writes: int):
+    """A clock for the demo's writes: `writes` random instants of the past `days` days, in
+    order, then (should more be asked for) the wall clock. The write path keeps them
+    strictly increasing and never later than now (publishing.backdated)."""
+    now = timezone.now()
+    start = now - timedelta(days=days)
+    times = iter(sorted(start + (now - start) * rng.random() for _ in range(writes)))
+
+    def clock() -> datetime:
+        return next(times, None) or timezone.now()
+
+    return clock
