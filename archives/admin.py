@@ -313,6 +313,7 @@ class RecordForm(forms.ModelForm):
 
     def clean(self):
         cleaned = super().clean()
+        self.restoring = self._check_new_key(cleaned)
         try:
             self.record_data = clean_record({
                 "title": cleaned.get("title"),
@@ -324,6 +325,37 @@ class RecordForm(forms.ModelForm):
         except ValidationError as error:
             _add_errors(self, error)
         return cleaned
+
+    def _check_new_key(self, cleaned) -> Record | None:
+        """On the add form, a key the feed already has: a live record's is refused with a
+        link to it; a deleted one's is offered back (a save with `_restore` is a put, which
+        restores it with this form's content). Returns the record to restore, if so."""
+        feed, key = cleaned.get("feed"), cleaned.get("key")
+        if self.instance.pk is not None or feed is None or key is None:
+            return None
+        existing = Record.objects.filter(feed=feed, key=key).first()
+        self.key_taken = existing is not None  # (Django's own "already exists" is skipped)
+        if existing is None:
+            return None
+        page = reverse("admin:archives_record_change", args=[existing.pk])
+        if not existing.is_deleted:
+            self.add_error("key", format_html(
+                'The feed has a record with this key already: <a href="{}">change it</a>.',
+                page))
+            return None
+        if "_restore" in self.data:
+            return existing
+        self.add_error("key", format_html(
+            'This key belongs to a record deleted on {} UTC (<a href="{}">see it</a>). '
+            '<button type="submit" name="_restore" value="1" class="button">Restore it with '
+            'what you entered</button> (its URL and history come back), or choose another key.',
+            f"{existing.deleted_at:%Y-%m-%d %H:%M}", page))
+        return None
+
+    def _get_validation_exclusions(self):
+        # A key the feed has is said about above, with what to do; not twice.
+        exclude = super()._get_validation_exclusions()
+        return exclude | {"key"} if getattr(self, "key_taken", False) else exclude
 
 
 # Why a record's feed and key cannot be edited (said at the top of its change page).
@@ -415,6 +447,7 @@ class RecordAdmin(admin.ModelAdmin):
         # Say why the feed and key are read-only (the form's top, as on the feed page).
         context["frozen"] = [(Record._meta.get_field(name).verbose_name, why)
                              for name, why in RECORD_FROZEN.items()] if obj else []
+        context["deleted_at"] = obj.deleted_at if obj else None
         return super().render_change_form(request, context, add, change, form_url, obj)
 
     def save_model(self, request, obj, form, change):
@@ -423,6 +456,10 @@ class RecordAdmin(admin.ModelAdmin):
         request.feedpub_unchanged = obj if change and entry is None else None
         saved = Record.objects.get(feed=obj.feed, key=obj.key)
         obj.__dict__.update(saved.__dict__)
+        # A create entry for a record older than it: a deleted record came back.
+        restored = (entry is not None and entry.kind == Entry.Kind.CREATE
+                    and saved.created != entry.updated)
+        request.feedpub_restored = obj if restored else None
 
     def log_change(self, request, obj, message):
         # The admin's history records what was appended; a save that appended nothing
@@ -438,6 +475,9 @@ class RecordAdmin(admin.ModelAdmin):
         if unchanged is not None:
             message = f"Nothing changed in {unchanged}: no entry was appended."
             level = messages.INFO
+        elif getattr(request, "feedpub_restored", None) is not None:
+            message = (f"Restored {request.feedpub_restored}: a create entry was appended, "
+                       "and its URL answers again.")
         super().message_user(request, message, level, *args, **kwargs)
 
     def response_post_save_add(self, request, obj):

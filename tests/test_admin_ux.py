@@ -341,3 +341,80 @@ def test_a_deleted_record_is_shown_apart_in_the_record_list(admin_client, busy):
     assert deleted[0].startswith("deleted 20")
     assert Feed.objects.get().last_seq == 9
     assert kinds(busy)[-1] == "delete"
+
+
+# 4. Deleting is marking deleted, and a deleted record can come back
+
+
+@pytest.fixture
+def deleted(feed):
+    """books / gone: created, then deleted."""
+    RecordFactory(feed=feed, key="gone", data=record_data(1))
+    publishing.delete_record(feed=feed, key="gone")
+    return Record.objects.get(key="gone")
+
+
+def test_re_adding_a_deleted_key_offers_to_restore_it(admin_client, deleted):
+    offered = add_record(admin_client, deleted.feed, key="gone", title="Back again")
+    doc = page(offered)
+    offer = doc.xpath("//ul[contains(@class, 'errorlist')]//button[@name='_restore']")
+
+    assert "belongs to a record deleted on" in errors_of(offered)
+    assert "already exists" not in errors_of(offered)
+    assert len(offer) == 1
+    assert offer[0].xpath("ancestor::form")  # it submits what was entered
+    assert kinds(deleted.feed) == ["create", "delete"]
+
+    response = add_record(admin_client, deleted.feed, key="gone", title="Back again",
+                          _restore="1")
+
+    assert response["Location"] == change_url(deleted)
+    assert kinds(deleted.feed) == ["create", "delete", "create"]
+    restored = Record.objects.get(pk=deleted.pk)
+    assert (restored.title, restored.is_deleted) == ("Back again", False)
+    assert "Restored books / gone" in messages_of(admin_client.get(response["Location"]))
+
+
+def test_re_adding_a_live_key_links_to_the_record(admin_client, feed):
+    record = RecordFactory(feed=feed, key="here", data=record_data(1))
+
+    response = add_record(admin_client, feed, key="here", _restore="1")
+
+    assert "has a record with this key already" in errors_of(response)
+    assert page(response).xpath("//ul[contains(@class, 'errorlist')]//a/@href") == [
+        change_url(record)]
+    assert kinds(feed) == ["create"]
+
+
+def test_a_deleted_records_page_says_it_is_deleted(admin_client, deleted):
+    live = RecordFactory(feed=deleted.feed, key="live")
+    note = page(admin_client.get(change_url(deleted))).xpath(
+        "string(//ul[contains(@class, 'record-deleted')])")
+
+    assert "This record is deleted (since 20" in note
+    assert "saving this form restores it" in note
+    assert not page(admin_client.get(change_url(live))).xpath(
+        "//ul[contains(@class, 'record-deleted')]")
+
+
+def test_saving_a_deleted_records_page_restores_it(admin_client, deleted):
+    response = admin_client.post(change_url(deleted), form_body(record_data(1)), follow=True)
+
+    assert kinds(deleted.feed) == ["create", "delete", "create"]
+    assert "Restored books / gone" in messages_of(response)
+
+
+def test_the_delete_confirmation_says_the_record_is_marked_deleted_not_removed(
+        admin_client, feed):
+    records = [RecordFactory(feed=feed, key=f"k{n}") for n in range(2)]
+    one = page(admin_client.get(f"/admin/archives/record/{records[0].pk}/delete/"))
+    many = page(admin_client.post("/admin/archives/record/", {
+        "action": "delete_selected", "_selected_action": [r.pk for r in records]}))
+
+    for doc in (one, many):
+        said = " ".join(doc.xpath("string(//div[@id='content'])").split())
+        assert "marked deleted, not removed" in said
+        assert "a deletion entry is appended to the feed's log" in said
+        assert "will be deleted" not in said
+        assert doc.xpath("//form//input[@name='post'][@value='yes']")
+    assert kinds(feed) == ["create", "create"]  # asking deleted nothing
