@@ -7,6 +7,8 @@ import re
 
 import feedparser
 import pytest
+from django.contrib.auth.models import User
+from django.test import Client
 from lxml import html
 
 from archives.models import Feed
@@ -51,7 +53,6 @@ def test_each_feeds_formats_are_linked_and_answer(client, home):
         "RSS": "/feeds/books/rss/", "complete": "/feeds/books/complete/",
         "paged": "/feeds/books/paged/", "linked pages": "/feeds/books/pages/latest",
         "first": "/feeds/books/archives/1/?format=html",
-        "edit in the admin": f"/admin/archives/feed/{Feed.objects.get(slug='books').pk}/change/",
     }
     assert client.get(links["Books"])["Content-Type"].startswith("text/html")
     for name in ("Atom", "RSS", "complete", "paged"):
@@ -107,3 +108,18 @@ def test_many_feeds_are_listed_a_page_at_a_time(client, db, django_assert_max_nu
         url = "/" + following[0]
     assert seen == slugs
     assert "page 3 of 3 (120 feeds)" in visible(root)
+
+
+def test_only_staff_get_edit_in_the_admin_links(client, admin_client, sealed_feed):
+    User.objects.create_user("reader", password="a-long-secret-1")
+    member = Client()
+    member.login(username="reader", password="a-long-secret-1")
+    edit = "//a[.='edit in the admin']/@href"
+
+    assert html.fromstring(client.get("/").content).xpath(edit) == []
+    assert html.fromstring(member.get("/").content).xpath(edit) == []
+    staff = html.fromstring(admin_client.get("/").content).xpath(edit)
+    assert staff == [f"/admin/archives/feed/{sealed_feed.pk}/change/"]
+    assert admin_client.get(staff[0]).status_code == 200
+    # The page differs by who asks: no shared cache may hand one person's to another.
+    assert "Cookie" in admin_client.get("/")["Vary"]

@@ -11,12 +11,15 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
+from django.utils.module_loading import import_string
 from lxml import etree, html
 
 from archives.html import pages as html_pages
 from archives.log import publishing
 from archives.log.sealing import seal_feed
 from archives.models import Entry
+from archives.storage.snapshots import take_snapshot
+from feedpub import urls
 
 from .factories import FeedFactory, record_data
 
@@ -160,16 +163,33 @@ def test_the_feeds_page_shows_the_feed_its_newest_changes_and_its_pages(client, 
         f"{BASE}/feeds/books/archives/2/?format=html",
         f"{BASE}/feeds/books/archives/1/?format=html"]
     assert "4–6" in text(pages[0])
+    assert "2 archive pages (3 entries each)" in text(root)
     assert root.xpath("//img/@src") == [f"{BASE}/feeds/books/activity.svg"]
 
 
 def test_the_feeds_page_lists_every_format(client, sealed_feed):
+    take_snapshot(sealed_feed)
     root = page(client.get("/feeds/books/?format=html"))
     urls = root.xpath("//h2[.='Formats']/following-sibling::table[1]//code/text()")
 
     for path in ["/feeds/books/", "/feeds/books/pages/latest", "/feeds/books/snapshots/latest",
                  "/api/", "/feeds/books/complete/", "/feeds/books/paged/", "/feeds/books/rss/"]:
         assert f"{BASE}{path}" in urls
+        assert client.get(path).status_code in (200, 302), path
+
+
+def test_the_feeds_page_offers_no_snapshot_until_there_is_one(client, sealed_feed):
+    before = client.get("/feeds/books/?format=html")
+    row = page(before).xpath("//h2[.='Formats']/following-sibling::table[1]"
+                             "//tr[th='Snapshots']")[0]
+
+    assert "snapshots/latest" not in before.content.decode()
+    assert client.get("/feeds/books/snapshots/latest").status_code == 404
+    assert text(row).startswith("Snapshots none yet")
+    take_snapshot(sealed_feed)
+    after = client.get("/feeds/books/?format=html", HTTP_IF_NONE_MATCH=before["ETag"])
+    assert after.status_code == 200  # a new page, with a new ETag
+    assert f"{BASE}/feeds/books/snapshots/latest" in after.content.decode()
 
 
 def test_archive_pages_are_listed_in_pages_of_fifty(client, feed):
@@ -460,7 +480,8 @@ def test_a_rendered_page_is_served_again_without_rendering_until_it_changes(clie
         again = client.get("/feeds/books/?format=html")
 
     assert again.content == first.content
-    assert len(queries) == 1  # the feed's row, for the ETag
+    # The feed's row, for the ETag, and whether it has a snapshot (asked until it has).
+    assert len(queries) == 2
     publishing.put_record(feed=sealed_feed, key="k9", data=record_data(9))
     assert "Record 9" in text(page(client.get("/feeds/books/?format=html")))
 
@@ -490,3 +511,37 @@ def test_the_feed_urls_do_not_answer_json(client, sealed_feed):
     response = get(client, "/feeds/books/", "application/json")
 
     assert response["Content-Type"].startswith("application/atom+xml")
+
+
+# Error pages ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("url", "says"), [
+    ("/no/such/page", None),
+    ("/feeds/nothing/?format=html", "No feed 'nothing'"),
+    ("/feeds/books/archives/99/?format=html", "Feed 'books' has no archive page 99"),
+])
+def test_a_404_is_a_page_of_the_site(client, sealed_feed, settings, url, says):
+    settings.DEBUG = False
+    response = client.get(url)
+
+    root = page(response)
+    assert response.status_code == 404
+    assert root.findtext(".//h1") == "Not found"
+    assert root.xpath("//header[@class='site']//a[@href='/']")  # the site's own header
+    assert "max-width:64rem" in root.findtext(".//style")  # and its style
+    assert root.xpath("//main//a[.='list of feeds']/@href") == ["/"]
+    notice = root.xpath("string(//p[@class='notice'])")
+    assert notice == (says or "")
+    assert "Resolver404" not in text(root)
+
+
+def test_a_500_is_a_page_of_the_site(rf, settings):
+    settings.DEBUG = False
+    handler = import_string(urls.handler500)
+
+    response = handler(rf.get("/feeds/books/"))
+
+    root = page(response)
+    assert response.status_code == 500
+    assert root.findtext(".//h1") == "Something went wrong on our side"
+    assert "max-width:64rem" in root.findtext(".//style")

@@ -31,7 +31,7 @@ from archives.documents.base import Document, inputs_etag
 from archives.documents.feeds import SubscriptionDocument
 from archives.documents.pagecache import PageCache
 from archives.documents.records import RecordDocument
-from archives.models import ArchivePage, Entry, Feed, Record
+from archives.models import ArchivePage, Entry, Feed, Record, Snapshot
 from archives.validation import xml_problem
 
 from . import activity
@@ -146,6 +146,22 @@ class _SealedPages:
             .values("number", "first_seq", "last_seq", "first_updated", "last_updated"))
 
 
+# Feeds (by uuid) known to have a complete snapshot: a feed keeps at least one once it has
+# one (snapshots are pruned down to the newest few), so only "not yet" is asked again.
+_feeds_with_snapshots: set = set()
+
+
+def has_snapshot(feed: Feed) -> bool:
+    """Whether /feeds/<slug>/snapshots/latest leads anywhere yet (else it is a 404)."""
+    if feed.uuid in _feeds_with_snapshots:
+        return True
+    # Served by the snapshot_feed_latest index.
+    if Snapshot.objects.filter(feed=feed, complete=True).exists():
+        _feeds_with_snapshots.add(feed.uuid)
+        return True
+    return False
+
+
 class FeedPage(_HTMLPage):
     """The subscription document's page for people: the feed, its newest changes, its
     archive pages and every format it is served in."""
@@ -159,7 +175,11 @@ class FeedPage(_HTMLPage):
     def inputs(self) -> tuple:
         # The subscription's inputs (the feed's description and counters) say which
         # entries and pages exist; sealed pages and entries never change.
-        return (self.subscription.etag(), self.page_number)
+        return (self.subscription.etag(), self.page_number, self.has_snapshot)
+
+    @cached_property
+    def has_snapshot(self) -> bool:
+        return has_snapshot(self.feed)
 
     @cached_property
     def page_number(self) -> int:
@@ -197,7 +217,11 @@ class FeedPage(_HTMLPage):
             ("Linked pages", atom.url("archives:linked-latest", slug),
              "datareplication linked-pages feed (multipart/mixed)"),
             ("Snapshots", atom.url("archives:snapshot-latest", slug),
-             "the live records at one moment, where a linked-pages replica starts"),
+             "the live records at one moment, where a linked-pages replica starts")
+            if self.has_snapshot else
+            ("Snapshots", None, "none yet: the live records at one moment, where a "
+             "linked-pages replica starts (manage.py snapshot takes one, and so does "
+             "seal_archives --snapshot-every)"),
             ("Record", record, "each record as an Atom entry; ?format=json for JSON"),
             ("Complete feed", atom.url("archives:complete", slug),
              "RFC 5005 complete feed: one entry per live record"),
