@@ -5,13 +5,16 @@ and `/api/` leads to everything."""
 from __future__ import annotations
 
 import json
+from io import StringIO
 from urllib.parse import urlsplit
 
 import pytest
+from django.core.management import call_command
 from django.urls import resolve
 from lxml import html
 from rest_framework.test import APIClient
 
+from archives.management.commands import demo_feed
 from archives.models import Feed, Record
 from archives.validation import MAX_KEY_LENGTH
 
@@ -63,11 +66,17 @@ def strings(value):
             yield from strings(item)
 
 
+def quick_start() -> None:
+    """The server as the Quick start leaves it: with the demo feed."""
+    call_command("demo_feed", "--records", "5", "--changes", "5", stdout=StringIO())
+
+
 def test_every_request_example_is_accepted_as_it_is(schema):
+    quick_start()
     api = token_client(UserFactory(perms=RECORD_PERMS + FEED_PERMS))
     sent = []
     # In the schema's order, as a person trying each one top to bottom in Swagger UI
-    # would: "Create a feed" first, then the writes to its records.
+    # would: "Create a feed" and the feed's changes first, then the writes to records.
     for path, method, operation in operations(schema):
         if method not in WRITES:
             continue
@@ -79,8 +88,9 @@ def test_every_request_example_is_accepted_as_it_is(schema):
             sent.append((method, url))
 
     assert {method for method, url in sent} == set(WRITES)
-    assert ("put", "/api/feeds/books/records/moby-dick") in sent
-    record = Record.objects.get(feed__slug="books", key="moby-dick")
+    assert ("put", "/api/feeds/demo/records/moby-dick") in sent
+    assert ("post", "/api/feeds/demo/batch") in sent
+    record = Record.objects.get(feed__slug="demo", key="moby-dick")
     put = schema["paths"]["/api/feeds/{slug}/records/{key}"]["put"]["requestBody"]
     body = next(iter(put["content"]["application/json"]["examples"].values()))["value"]
     assert record.title == body["title"]
@@ -89,9 +99,8 @@ def test_every_request_example_is_accepted_as_it_is(schema):
 
 
 def test_the_record_put_example_creates_the_record_with_201(schema):
+    quick_start()
     api = token_client(UserFactory(perms=RECORD_PERMS + FEED_PERMS))
-    feeds = schema["paths"]["/api/feeds/"]["post"]["requestBody"]["content"]["application/json"]
-    api.post("/api/feeds/", next(iter(feeds["examples"].values()))["value"], format="json")
     operation = schema["paths"]["/api/feeds/{slug}/records/{key}"]["put"]
     body = next(iter(operation["requestBody"]["content"]["application/json"]["examples"]
                      .values()))["value"]
@@ -104,6 +113,22 @@ def test_the_record_put_example_creates_the_record_with_201(schema):
     # The answer documented is the answer given, field for field.
     assert set(next(iter(shown.values()))["value"]) == set(response.json())
     assert {key: response.json()[key] for key in body} == body
+
+
+@pytest.mark.parametrize(("path", "method"), [
+    ("/api/feeds/{slug}/records/{key}", "put"), ("/api/feeds/{slug}/batch", "post"),
+    ("/api/feeds/{slug}/records/", "get")])
+def test_record_examples_name_the_demo_feed_or_say_to_create_one(schema, path, method):
+    slug = next(p for p in schema["paths"][path][method]["parameters"] if p["name"] == "slug")
+    demo_default = demo_feed.Command().create_parser("manage.py", "demo_feed").get_default(
+        "slug")
+    first, *others = [example["value"] for example in slug["examples"].values()]
+
+    assert first == demo_default  # what Swagger UI fills in: the Quick start's feed
+    assert "create a feed first" in slug["description"]
+    created = schema["paths"]["/api/feeds/"]["post"]["requestBody"]["content"][
+        "application/json"]["examples"]
+    assert others == [next(iter(created.values()))["value"]["slug"]]  # or the one made
 
 
 def test_every_body_has_examples_and_none_is_a_placeholder(schema):

@@ -1,6 +1,8 @@
 """The examples the OpenAPI schema shows for each operation, so that Swagger UI's "Try it
-out" works as given: run top to bottom on a fresh server they create the feed `books`,
-put records in it and change them (tests/test_api_docs.py sends every one of them).
+out" works as given on a server set up as the Quick start says (`manage.py demo_feed`):
+run top to bottom they create the feed `books` and change it, then put records in the
+feed `demo` and change them (tests/test_api_docs.py sends every one of them). The record
+operations say how to make a feed of one's own first, for a server without the demo.
 
 Without them Swagger UI makes its own from the field types (`"href": "string"`,
 `"additionalProp1"`), which the API refuses.
@@ -18,7 +20,8 @@ from archives.log.publishing import FROZEN
 
 from .parsers import BodyTooLarge, LengthRequired
 
-SLUG = "books"
+SLUG = "books"  # the feed "Create a feed" creates
+RECORDS_SLUG = "demo"  # the feed `manage.py demo_feed` creates (its --slug default)
 KEY = "moby-dick"
 # Read once, when the views are imported: the responses' URLs are this server's.
 BASE = settings.FEEDPUB_BASE_URL
@@ -28,6 +31,16 @@ SLUG_PARAMETER = OpenApiParameter(
     description="The feed's slug, its name in every URL of the feed (`/feeds/<slug>/`). "
                 f"The examples use `{SLUG}`, which the example of \"Create a feed\" creates.",
     examples=[OpenApiExample(SLUG, value=SLUG)],
+)
+RECORDS_SLUG_PARAMETER = OpenApiParameter(
+    "slug", OpenApiTypes.STR, OpenApiParameter.PATH,
+    description="The feed's slug, its name in every URL of the feed (`/feeds/<slug>/`). "
+                f"The examples use `{RECORDS_SLUG}`, the feed `manage.py demo_feed` makes "
+                "(the Quick start runs it). On a server without it, create a feed first "
+                f"(\"Create a feed\", whose example makes `{SLUG}`) and enter its slug here: "
+                "writing to a feed that does not exist answers 404.",
+    examples=[OpenApiExample(RECORDS_SLUG, value=RECORDS_SLUG),
+              OpenApiExample(SLUG, value=SLUG)],
 )
 KEY_PARAMETER = OpenApiParameter(
     "key", OpenApiTypes.STR, OpenApiParameter.PATH,
@@ -72,7 +85,7 @@ RECORD = {
     "created": "2026-11-22T16:56:03.823429Z",
     "updated": "2026-11-22T16:56:03.823429Z",
     "deleted": False,
-    "url": f"{BASE}/feeds/{SLUG}/records/{KEY}",
+    "url": f"{BASE}/feeds/{RECORDS_SLUG}/records/{KEY}",
 }
 TOMBSTONE = {"key": "dubliners", "atom_id": "urn:uuid:0d3f5a7b-9c1e-5b2d-8f4a-6c8e0a2b4d6f",
              "updated": "2026-11-22T17:02:44.190311Z", "deleted": True}
@@ -108,8 +121,8 @@ BATCH = [
             "metadata": {"author": "James Joyce", "year": 1916}}},
     ]}),
     OpenApiExample("Two records put", response_only=True, value={"applied": 2, "results": [
-        {"index": 0, "op": "put", "key": "ulysses", "changed": True, "seq": 4},
-        {"index": 1, "op": "put", "key": "dubliners", "changed": True, "seq": 5},
+        {"index": 0, "op": "put", "key": "ulysses", "changed": True, "seq": 263},
+        {"index": 1, "op": "put", "key": "dubliners", "changed": True, "seq": 264},
     ]}),
 ]
 ROOT = [OpenApiExample("The roots", response_only=True, value={

@@ -177,7 +177,7 @@ class FeedMixin:
 
 
 @extend_schema(tags=["records"], parameters=[
-    examples.SLUG_PARAMETER,
+    examples.RECORDS_SLUG_PARAMETER,
     OpenApiParameter("deleted", OpenApiTypes.BOOL,
                      description="true: only deleted records (tombstones unless the user "
                                  "has archives.view_record); false: only live ones."),
@@ -211,7 +211,8 @@ class RecordList(FeedMixin, ApiView):
         return self.get_paginated_response(self.get_serializer(page, many=True).data)
 
 
-@extend_schema(tags=["records"], parameters=[examples.SLUG_PARAMETER, examples.KEY_PARAMETER])
+@extend_schema(tags=["records"],
+               parameters=[examples.RECORDS_SLUG_PARAMETER, examples.KEY_PARAMETER])
 class RecordDetail(FeedMixin, ApiView):
     """One record by its key. Every answer carries the record's ETag."""
 
@@ -325,7 +326,7 @@ class RecordDetail(FeedMixin, ApiView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-@extend_schema(tags=["records"], parameters=[examples.SLUG_PARAMETER])
+@extend_schema(tags=["records"], parameters=[examples.RECORDS_SLUG_PARAMETER])
 class Batch(FeedMixin, ApiView):
     # A user without any record permission is refused before anything is read; the
     # exact permissions depend on the operations: checked in post() once they are parsed.
