@@ -172,3 +172,52 @@ def test_the_home_page_links_each_feeds_formats_the_admin_and_the_api_docs(brows
     people = browser.dump(hrefs["Books of the world"])
     assert people.findtext(".//h1") == "Books of the world"
     assert browser.shoot(f"{base}/", "home").stat().st_size > 10_000
+
+
+# What fits a phone: the document's width, as Chromium lays it out at 390 px.
+PHONE = {"width": 390, "height": 844}
+SCROLL_WIDTH = """() => ({width: document.documentElement.scrollWidth,
+    wider: [...document.querySelectorAll('body *')]
+        .filter(e => e.getBoundingClientRect().right > window.innerWidth + 0.5)
+        .slice(0, 5).map(e => e.tagName + ' ' + e.textContent.trim().slice(0, 40))})"""
+
+
+@pytest.fixture
+def phone(chromium_binary, monkeypatch):
+    """A Chromium page 390 px wide (an iPhone's), driven by Playwright."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    # Playwright's sync API runs an event loop; the test's own ORM calls are safe.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium_binary,
+                                             args=["--no-sandbox", "--disable-gpu"])
+        yield browser.new_page(viewport=PHONE)
+        browser.close()
+
+
+def test_every_page_fits_a_390_px_screen(phone, site):
+    feed, base = site
+    # What makes a page wide: a long unbroken key, a long metadata name, many entries.
+    long_key = "survey-" + "x" * 150
+    publishing.put_record(feed=feed, key=long_key, data=record_data(
+        9, metadata={"a_metadata_field_name_without_any_space_in_it": "value"}))
+    pages = {
+        "home": "/", "feed": "/feeds/books/", "archive": "/feeds/books/archives/1/",
+        "record": "/feeds/books/records/book-1", "deleted": "/feeds/books/records/book-2",
+        "long-key": f"/feeds/books/records/{long_key}",
+        "search": "/feeds/books/search?q=book", "search-long": "/feeds/books/search?q=survey",
+        "not-found": "/feeds/nothing/",
+    }
+    SHOTS.mkdir(exist_ok=True)
+    for name, path in pages.items():
+        phone.goto(base + path)
+        width = phone.evaluate(SCROLL_WIDTH)
+        assert width["width"] <= PHONE["width"], (name, width)
+        phone.screenshot(path=SHOTS / f"phone-{name}.png", full_page=True)
+    phone.goto(f"{base}/feeds/books/")
+    search = phone.locator("form[role=search]")
+    assert search.bounding_box()["width"] <= PHONE["width"]
+    search.locator("input[type=search]").fill("renamed")
+    with phone.expect_navigation():
+        search.locator("button").click()
+    assert phone.locator("tbody tr").count() == 1
