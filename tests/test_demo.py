@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from io import StringIO
+from pathlib import Path
 
 import pytest
 from django.core.management import call_command
@@ -74,3 +76,12 @@ def test_a_write_after_the_demo_is_stamped_now(db):
     entry = publishing.put_record(feed=feed, key="new", data=record_data(1))
 
     assert entry.updated > timezone.now() - timedelta(minutes=1)
+
+
+def test_getting_started_quotes_what_the_demo_prints(db):
+    out = StringIO()
+    call_command("demo_feed", "--no-progress", stdout=out)
+
+    page = (Path(__file__).resolve().parent.parent / "docs" / "getting-started.md").read_text()
+    quoted = re.search(r"```text\n(feed 'demo'.*)\n```", page).group(1)
+    assert quoted in out.getvalue().splitlines()

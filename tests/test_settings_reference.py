@@ -217,3 +217,46 @@ def test_the_readme_is_a_front_door_of_at_most_15000_bytes():
 def test_the_readme_starts_with_the_two_quick_start_commands():
     fenced = re.findall(r"^```[a-z]*\n(.*?)\n```$", README.read_text(), re.MULTILINE | re.DOTALL)
     assert fenced[:2] == [SERVE_THE_DEMO, RUN_THE_TESTS]
+
+
+GETTING_STARTED = ROOT / "docs" / "getting-started.md"
+DEMO_PORT = re.search(r"runserver 127\.0\.0\.1:(\d+)$", SERVE_THE_DEMO).group(1)
+
+
+def section(text: str, heading: str) -> str:
+    """The text under `heading` (a `## ` line), up to the next heading of that level."""
+    start = text.index(f"\n## {heading}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start:end if end != -1 else None]
+
+
+@pytest.mark.parametrize(("path", "heading"), [(README, "Quick start"),
+                                               (GETTING_STARTED, "Serve the demo")])
+def test_the_quick_start_says_what_to_open_next_and_that_the_admin_needs_a_user(path, heading):
+    said = " ".join(section(path.read_text(), heading).split())
+    base = f"http://127.0.0.1:{DEMO_PORT}"
+
+    assert f"<{base}/feeds/demo/>" in said
+    assert f"{base}/api/schema/swagger-ui/" in said
+    admin = said.index(f"<{base}/admin/>")
+    assert "needs a user" in said[admin:]
+    assert "`.venv/bin/python manage.py createsuperuser`" in said[admin:] or (
+        ".venv/bin/python manage.py createsuperuser\n" in path.read_text())
+
+
+# The front pages, and the pages whose examples run against the Quick start's demo.
+DEMO_PAGES = [README, GETTING_STARTED, *(ROOT / "docs" / "consuming" / name for name in (
+    "linked-pages.md", "complete-and-paged.md", "oai-pmh.md"))]
+
+
+@pytest.mark.parametrize("path", DEMO_PAGES, ids=lambda path: path.name)
+def test_the_demo_is_at_one_port_and_manage_py_called_one_way(path):
+    """The app is at the Quick start's port throughout; only the database (5432) and the
+    documentation site (`mkdocs serve`, beside the demo) have ports of their own."""
+    for paragraph in re.split(r"\n\s*\n", path.read_text()):
+        ports = set(re.findall(r"(?:127\.0\.0\.1|localhost):(\d+)", paragraph)) - {"5432"}
+        allowed = {DEMO_PORT, "8001"} if "mkdocs serve" in paragraph else {DEMO_PORT}
+        assert ports <= allowed, paragraph
+        # A command run (not just named, as `manage.py snapshot` in a sentence) is run so.
+        runs = re.findall(r"([^\s`]*)python3? manage\.py", paragraph)
+        assert set(runs) <= {".venv/bin/"}, paragraph
