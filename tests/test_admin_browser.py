@@ -172,3 +172,30 @@ def test_every_list_fits_1280_pixels_with_long_slugs_and_titles(browser_page):
             assert max(page.evaluate("""() => [...document.querySelectorAll(
                 '#result_list .field-short_title span')].map(s => s.getClientRects().length)
                 """)) <= 2
+
+
+def test_a_keeper_deletes_a_record_and_brings_it_back_by_adding_its_key(browser_page):
+    page = browser_page
+    feed = publishing.create_feed(slug="books", title="Books of the world", page_size=3)
+    publishing.put_record(feed=feed, key="emma", data=record_data(1, title="Emma"))
+    record = Record.objects.get(key="emma")
+
+    page.goto(f"{page.base}/admin/archives/record/{record.pk}/delete/")
+    assert "marked deleted, not removed" in page.locator("#content").inner_text()
+    page.screenshot(path=SHOTS / "record-delete.png")
+    with page.expect_navigation():
+        page.click("input[type=submit]")
+    page.goto(f"{page.base}/admin/archives/record/{record.pk}/change/")
+    assert page.locator(".record-deleted").inner_text().startswith("This record is deleted")
+
+    add_record(page, key="emma", title="Emma, again")
+    assert "belongs to a record deleted on" in errors(page)
+    page.screenshot(path=SHOTS / "record-restore-offer.png")
+    with page.expect_navigation():
+        page.click("button[name=_restore]")
+
+    assert page.url.endswith(f"/admin/archives/record/{record.pk}/change/")
+    assert "Restored books / emma" in page.locator(".messagelist").inner_text()
+    assert page.locator(".record-deleted").count() == 0
+    restored = Record.objects.get(pk=record.pk)
+    assert (restored.title, restored.is_deleted) == ("Emma, again", False)
