@@ -195,7 +195,7 @@ def phone(chromium_binary, monkeypatch):
         browser.close()
 
 
-def test_every_page_fits_a_390_px_screen(phone, site):
+def test_every_page_fits_a_390_px_screen(site, phone):
     feed, base = site
     # What makes a page wide: a long unbroken key, a long metadata name, many entries.
     long_key = "survey-" + "x" * 150
