@@ -313,7 +313,7 @@ class RecordForm(forms.ModelForm):
 
     def clean(self):
         cleaned = super().clean()
-        self.restoring = self._check_new_key(cleaned)
+        self._check_new_key(cleaned)
         try:
             self.record_data = clean_record({
                 "title": cleaned.get("title"),
@@ -326,31 +326,29 @@ class RecordForm(forms.ModelForm):
             _add_errors(self, error)
         return cleaned
 
-    def _check_new_key(self, cleaned) -> Record | None:
+    def _check_new_key(self, cleaned) -> None:
         """On the add form, a key the feed already has: a live record's is refused with a
-        link to it; a deleted one's is offered back (a save with `_restore` is a put, which
-        restores it with this form's content). Returns the record to restore, if so."""
+        link to it; a deleted one's is offered back, and accepted once the offer's button
+        (`_restore`) is pressed: the save is a put, which restores the record with this
+        form's content."""
         feed, key = cleaned.get("feed"), cleaned.get("key")
         if self.instance.pk is not None or feed is None or key is None:
-            return None
+            return
         existing = Record.objects.filter(feed=feed, key=key).first()
         self.key_taken = existing is not None  # (Django's own "already exists" is skipped)
-        if existing is None:
-            return None
+        if existing is None or (existing.is_deleted and "_restore" in self.data):
+            return
         page = reverse("admin:archives_record_change", args=[existing.pk])
         if not existing.is_deleted:
             self.add_error("key", format_html(
                 'The feed has a record with this key already: <a href="{}">change it</a>.',
                 page))
-            return None
-        if "_restore" in self.data:
-            return existing
+            return
         self.add_error("key", format_html(
             'This key belongs to a record deleted on {} UTC (<a href="{}">see it</a>). '
             '<button type="submit" name="_restore" value="1" class="button">Restore it with '
             'what you entered</button> (its URL and history come back), or choose another key.',
             f"{existing.deleted_at:%Y-%m-%d %H:%M}", page))
-        return None
 
     def _get_validation_exclusions(self):
         # A key the feed has is said about above, with what to do; not twice.

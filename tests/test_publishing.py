@@ -118,6 +118,14 @@ def test_a_backdated_block_stamps_only_its_feed_and_stays_strictly_increasing(fe
     assert stamps[3] < after  # outside the block: the wall clock again
 
 
+def test_only_a_new_feeds_writes_may_be_backdated(feed):
+    publishing.put_record(feed=feed, key="a", data=record_data(1))
+
+    with pytest.raises(ValueError, match="has entries"), publishing.backdated(
+            feed, lambda: timezone.now() - timedelta(days=1)):
+        pass
+
+
 def test_seq_has_no_gaps_across_feeds_and_batches(feed):
     other = FeedFactory()
     publishing.put_record(feed=feed, key="a", data=record_data(1))

@@ -20,6 +20,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import NamedTuple
 from urllib.parse import urlsplit
+from uuid import UUID
 
 from django.conf import settings
 from django.core.paginator import Page, Paginator
@@ -148,7 +149,7 @@ class _SealedPages:
 
 # Feeds (by uuid) known to have a complete snapshot: a feed keeps at least one once it has
 # one (snapshots are pruned down to the newest few), so only "not yet" is asked again.
-_feeds_with_snapshots: set = set()
+_feeds_with_snapshots: set[UUID] = set()
 
 
 def has_snapshot(feed: Feed) -> bool:

@@ -378,6 +378,8 @@ def backdated(feed: Feed, clock: Callable[[], datetime]) -> Iterator[None]:
     (demo_feed): the stamps are still strictly increasing (max with last_updated + 1µs,
     under the lock) and never later than the wall clock, but a harvester that went by date
     (OAI-PMH) could have passed them already. Other feeds' writes keep the wall clock."""
+    if Feed.objects.get(pk=feed.pk).last_seq:
+        raise ValueError(f"Only a new feed's writes may be backdated; {feed} has entries.")
     token = _backdated.set((feed.pk, clock))
     try:
         yield
