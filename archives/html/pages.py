@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from datetime import datetime
 from functools import cached_property
 from pathlib import Path
 from typing import NamedTuple
 from urllib.parse import urlsplit
-from uuid import UUID
 
 from django.conf import settings
 from django.core.paginator import Page, Paginator
@@ -147,20 +147,23 @@ class _SealedPages:
             .values("number", "first_seq", "last_seq", "first_updated", "last_updated"))
 
 
-# Feeds (by uuid) known to have a complete snapshot: a feed keeps at least one once it has
-# one (snapshots are pruned down to the newest few), so only "not yet" is asked again.
-_feeds_with_snapshots: set[UUID] = set()
+# Whether each feed (by uuid) has a complete snapshot, and when that was last asked. A
+# feed keeps one once it has one (snapshots are pruned down to the newest few), so "yes" is
+# kept; "not yet" is asked again after FEEDPUB_MAX_AGE seconds, as long as a cache may show
+# the page anyway: a query a request cost as much as the rest of a 304 of the page.
+snapshot_known = PageCache(1024 * 1024)
 
 
 def has_snapshot(feed: Feed) -> bool:
     """Whether /feeds/<slug>/snapshots/latest leads anywhere yet (else it is a 404)."""
-    if feed.uuid in _feeds_with_snapshots:
-        return True
+    known = snapshot_known.get(feed.uuid)
+    if known is not None and (known[0] or time.monotonic() < known[1]):
+        return known[0]
     # Served by the snapshot_feed_latest index.
-    if Snapshot.objects.filter(feed=feed, complete=True).exists():
-        _feeds_with_snapshots.add(feed.uuid)
-        return True
-    return False
+    found = Snapshot.objects.filter(feed=feed, complete=True).exists()
+    snapshot_known.put(feed.uuid, (found, time.monotonic() + settings.FEEDPUB_MAX_AGE),
+                       size=100)
+    return found
 
 
 class FeedPage(_HTMLPage):
