@@ -35,14 +35,17 @@ def entity(feed: Feed, row: EntryRow, record_base: str) -> bytes:
     was at that entry, in the API's JSON shape (a DELETE has no body).
 
     Sealing renders one for every entry: the headers are one string (Content-ID,
-    Operation-Type, Last-Modified, Content-Location, for a PUT Content-Type, then
-    Content-Length), the JSON encoder is made once.
+    Operation-Type, Last-Modified, Content-Location, Content-Type, then Content-Length),
+    the JSON encoder is made once. The format lists a Content-Type for every entity, a
+    DELETE's (empty) too: the media type of the feed's records, which a part without one
+    would not have (RFC 2046 5.1: text/plain).
     """
     location = record_base + quote(row.key, safe="")
     head = (f"Content-ID: {content_id(feed, row.seq)}\r\n"
             f"Operation-Type: http-equiv={'DELETE' if row.kind == DELETE else 'PUT'}\r\n"
             f"Last-Modified: {http_date(row.updated)}\r\n"
-            f"Content-Location: {location}\r\n")
+            f"Content-Location: {location}\r\n"
+            f"Content-Type: {ENTITY_TYPE}\r\n")
     if row.kind == DELETE:
         return f"{head}Content-Length: 0\r\n\r\n".encode()
     record = record_json(feed_uuid=feed.uuid, key=row.key, title=row.title,
@@ -50,8 +53,10 @@ def entity(feed: Feed, row: EntryRow, record_base: str) -> bytes:
                          created=row.created, updated=row.updated, deleted=False,
                          url=location)
     body = _as_json(record).encode()
-    return f"{head}Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n" \
-        .encode() + body
+    return f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body
+
+
+ENTITY_TYPE = "application/json"  # a record, in the API's JSON shape
 
 
 DELETE = Entry.Kind.DELETE
