@@ -19,7 +19,7 @@ from urllib.parse import quote
 from archives.formats import http_date, record_json
 from archives.models import Entry, Feed
 
-from .atom import EntryRow, hub_url, record_url_prefix, url
+from .atom import EntryRow, Link, hub_link, record_url_prefix, url
 
 MULTIPART = "multipart/mixed"
 CRLF = b"\r\n"
@@ -108,22 +108,23 @@ def content_type_of(body: bytes) -> str:
     return f'{MULTIPART}; boundary="{boundary}"'
 
 
-def page_links(slug: str, number: int, *, has_next: bool) -> list[tuple[str, str]]:
-    links = [("self", url("archives:linked-page", slug, number))]
+def page_links(slug: str, number: int, *, has_next: bool) -> list[Link]:
+    """A page's links: its Link header, the only place the format puts them."""
+    links = [Link("self", url("archives:linked-page", slug, number))]
     if number > 1:
-        links.append(("prev", url("archives:linked-page", slug, number - 1)))
+        links.append(Link("prev", url("archives:linked-page", slug, number - 1)))
     if has_next:
-        links.append(("next", url("archives:linked-page", slug, number + 1)))
+        links.append(Link("next", url("archives:linked-page", slug, number + 1)))
     else:  # the newest page: WebSub subscribers are told when it changes
-        links.append(("hub", hub_url()))
+        links.append(hub_link())
     return links
 
 
-def entry_point_links(slug: str) -> list[tuple[str, str]]:
+def entry_point_links(slug: str) -> list[Link]:
     """The Link header of the entry point (/pages/latest, a redirect to the newest page):
     it is the WebSub topic of the linked-pages format (rel="self"; a page's own self link
     names the page, as the format requires), and names the hub."""
-    return [("self", entry_point_url(slug)), ("hub", hub_url())]
+    return [Link("self", entry_point_url(slug)), hub_link()]
 
 
 def entry_point_url(slug: str) -> str:
