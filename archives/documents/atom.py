@@ -7,6 +7,7 @@ FEEDPUB_BASE_URL, so a sealed page renders the same whoever seals it, from any h
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from datetime import datetime
 from functools import lru_cache
@@ -191,8 +192,13 @@ def link_header(links: Iterable[Link]) -> str:
     return ", ".join(map(_link_value, links))
 
 
+# What a URI may hold as it is (RFC 3986's characters): most hrefs, which need no encoding.
+_URI = re.compile(r"[-A-Za-z0-9._~:/?#\[\]@!$&'()*+,;=%]*")
+
+
 def _link_value(link: Link) -> str:
-    value = f'<{iri_to_uri(link.href)}>; rel={_quoted(link.rel)}'
+    href = link.href if _URI.fullmatch(link.href) else iri_to_uri(link.href)
+    value = f'<{href}>; rel={_quoted(link.rel)}'
     if link.type:
         value += f"; type={_quoted(link.type)}"
     if link.title:
@@ -205,7 +211,9 @@ def _link_value(link: Link) -> str:
 
 def _quoted(text: str) -> str:
     """An RFC 9110 quoted-string."""
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if "\\" in text or '"' in text:
+        text = text.replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{text}"'
 
 
 def _is_header_text(text: str) -> bool:
