@@ -185,6 +185,12 @@ else:
 FEEDPUB_HEADS_CACHE_SIZE = envint("FEEDPUB_HEADS_CACHE_SIZE", "10000")
 # The longest a `Prefer: wait=N` request is held (seconds), on the ASGI server only.
 FEEDPUB_LONG_POLL_MAX_WAIT = envint("FEEDPUB_LONG_POLL_MAX_WAIT", "30")
+# How many long-polled requests the ASGI server has Django answer at once, each of which
+# may hold a database connection (a waiting poll holds none): with the heads' listener and
+# reader, the most connections a long-poll process opens, however many polls it holds.
+FEEDPUB_LONG_POLL_DB_CONNECTIONS = envint("FEEDPUB_LONG_POLL_DB_CONNECTIONS", "8")
+if FEEDPUB_LONG_POLL_DB_CONNECTIONS < 1:
+    raise ImproperlyConfigured("FEEDPUB_LONG_POLL_DB_CONNECTIONS must be at least 1")
 
 INSTALLED_APPS = [
     "django.contrib.admin",

@@ -88,7 +88,7 @@ def test_entities_carry_their_operation_and_the_record_as_it_was(client, sealed_
             f"{entry.record.key}"
         if entry.is_deletion:
             assert part["Operation-Type"] == "http-equiv=DELETE"
-            assert part.get_content() == ""
+            assert part.get_content() == b""
         else:
             assert part["Operation-Type"] == "http-equiv=PUT"
             assert part.get_content_type() == "application/json"
@@ -101,6 +101,20 @@ def test_entities_carry_their_operation_and_the_record_as_it_was(client, sealed_
     assert (k1["key"], k1["title"]) == ("k1", "Renamed")
     # k1 has not changed since: its entity is the API's JSON of the record, field for field.
     assert k1 == record_json(Record.objects.get(feed=sealed_feed, key="k1"))
+
+
+def test_every_entity_names_its_content_type_a_deletion_s_too(client, sealed_feed):
+    # The format lists Content-Type for every entity; a part without one would be
+    # text/plain by default (RFC 2046), which get_content_type() would not tell apart.
+    parts = [part for number in (1, 2, 3)
+             for part in parts_of(client.get(f"/feeds/books/pages/{number}"))]
+    deletions = [part for part in parts if part["Operation-Type"] == "http-equiv=DELETE"]
+    assert len(parts) == 7
+    assert len(deletions) == 1
+    for part in parts:
+        assert part["Content-Type"] == "application/json", part["Content-ID"]
+        assert int(part["Content-Length"]) == len(part.get_payload(decode=True))
+    assert deletions[0]["Content-Length"] == "0"
 
 
 def test_bodies_use_crlf_line_ends(client, sealed_feed):

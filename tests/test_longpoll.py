@@ -154,6 +154,26 @@ def test_the_rss_subscription_and_head_requests_wait_too(server, books):
     assert head_response.headers["Preference-Applied"] == "wait=20"
 
 
+def test_a_head_long_poll_warns_nothing(server, books, recwarn):
+    # Django warns when an ASGI server consumes a synchronous stream (the HEAD answer of
+    # a document whose length is not known without rendering it). recwarn records the
+    # warnings of the server's thread too: the filters are the process's.
+    etag = current_etag(server)
+    with ThreadPoolExecutor(1) as pool:
+        head = pool.submit(lambda: httpx.head(
+            server.url + "/feeds/books/", timeout=40,
+            headers={"If-None-Match": etag, "Prefer": "wait=20"}))
+        server.wait_for_waiters("books", 1)
+        publishing.put_record(feed=books, key="k2", data=record_data(2))
+        held = head.result(timeout=25)
+    unheld = httpx.head(server.url + "/feeds/books/", timeout=10)
+    assert (held.status_code, unheld.status_code) == (200, 200)
+    assert held.headers["ETag"] == unheld.headers["ETag"] != etag
+    assert "Content-Length" not in held.headers
+    assert [str(warning.message) for warning in recwarn
+            if "StreamingHttpResponse" in str(warning.message)] == []
+
+
 def test_waiters_of_each_encoding_get_their_own_bytes(server, books):
     plain_etag = current_etag(server, **{"Accept-Encoding": "identity"})
     gzip_etag = current_etag(server, **{"Accept-Encoding": "gzip"})

@@ -13,6 +13,7 @@ from django.test import Client, RequestFactory
 from django.test.utils import CaptureQueriesContext
 from lxml import etree
 
+from archives.consumer.http import parse_links
 from archives.documents import atom
 from archives.log import publishing
 from archives.log.sealing import seal_feed
@@ -30,8 +31,9 @@ def links_of(root):
 
 
 def header_links(response):
-    return {part.split('rel="')[1].rstrip('"'): part.split(">")[0].lstrip("< ")
-            for part in response["Link"].split(", ")}
+    """The Link header's links to documents, as links_of reads the body's."""
+    return {link.rel: link.href for link in parse_links(response["Link"], BASE)
+            if link.attribute("type") != "text/html"}
 
 
 def test_an_empty_subscription_document_is_valid_and_dated_by_the_feed(

@@ -17,6 +17,7 @@ from django.db import connection, connections, transaction
 from django.utils import timezone
 from lxml import etree
 
+from archives.consumer.http import parse_links
 from archives.log import publishing
 from archives.models import Feed, Subscription
 from archives.push import hub
@@ -65,15 +66,11 @@ def subscribe(client, callback_url: str, topic: str = TOPIC, **fields: str):
 
 
 def link_header(response) -> dict[str, str]:
-    return {rel: link["url"] for rel, link in _links(response["Link"]).items()}
+    return header_links(response["Link"])
 
 
-def _links(value: str) -> dict:
-    links = {}
-    for part in value.split(", "):
-        url, rel = part.split("; ")
-        links[rel.removeprefix('rel="').removesuffix('"')] = {"url": url.strip("<>")}
-    return links
+def header_links(value: str) -> dict[str, str]:
+    return {link.rel: link.href for link in parse_links(value, BASE)}
 
 
 def write(feed: Feed, key: str = "k1", n: int = 1) -> None:
@@ -97,7 +94,8 @@ def test_subscription_documents_name_the_hub_and_themselves(client, feed, atom_v
     rss_links = {link.get("rel"): link.get("href") for link in channel.iter(f"{A}link")}
     assert rss_links["hub"] == HUB
     assert rss_links["self"] == f"{BASE}/feeds/books/rss/"
-    assert link_header(rss) == {k: v for k, v in rss_links.items()}
+    rss_links["alternate"] = channel.findtext("link")  # the feed's page for people
+    assert link_header(rss) == rss_links
 
 
 def test_the_linked_pages_entry_point_is_a_topic_and_the_newest_page_names_the_hub(
@@ -244,7 +242,7 @@ def test_each_change_is_delivered_as_the_topic_shows_it(client, feed, callback, 
     served = client.get(topic.removeprefix(BASE))
     assert delivery.body == served.content
     assert delivery.headers["content-type"] == content_type == served["Content-Type"]
-    assert _links(delivery.headers["link"]) == {"hub": {"url": HUB}, "self": {"url": topic}}
+    assert header_links(delivery.headers["link"]) == {"hub": HUB, "self": topic}
     expected = hmac.new(b"s3cret", delivery.body, hashlib.sha256).hexdigest()
     assert delivery.headers["x-hub-signature"] == f"sha256={expected}"
     assert worker.run_round().delivered == 0  # delivered once
@@ -266,7 +264,7 @@ def test_the_linked_pages_topic_delivers_the_newest_page(client, feed, callback,
     assert delivery.body == newest.content
     assert delivery.headers["content-type"] == newest["Content-Type"]
     assert delivery.headers["content-location"] == f"{BASE}/feeds/books/pages/2"
-    assert _links(delivery.headers["link"])["self"] == {"url": topic}
+    assert header_links(delivery.headers["link"])["self"] == topic
     assert "x-hub-signature" not in delivery.headers  # no secret given
 
 

@@ -28,7 +28,7 @@ from .factories import FeedFactory
 from .test_websub import (
     BASE,
     TOPIC,
-    _links,
+    header_links,
     make_due,
     run_worker,
     subscribe,
@@ -315,7 +315,7 @@ def test_a_linked_page_names_the_entry_point_topic(client, feed, callback, worke
     assert worker.run_round().delivered == 1
     delivery = callback.deliveries()[0]
     assert delivery.body == client.get("/feeds/books/pages/2").content  # the newest page
-    assert _links(delivery.headers["link"])["self"] == {"url": page}
+    assert header_links(delivery.headers["link"])["self"] == page
     # The entry point, or another page, is the same topic: the same subscription.
     subscribe(client, f"{callback.url}/cb", topic=LINKED)
     subscribe(client, f"{callback.url}/cb", topic=f"{BASE}/feeds/books/pages/2")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import http.client
-import re
 import socket
 import threading
 import time
@@ -19,7 +18,7 @@ from email.message import Message
 from functools import partial
 from http.client import HTTPException
 from typing import TYPE_CHECKING
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import unquote, urljoin, urlsplit
 
 if TYPE_CHECKING:
     pass  # the caller's progress bar, if any
@@ -98,22 +97,115 @@ def cache_directives(value: str | None) -> dict[str, str | None]:
     return directives
 
 
-_LINK_VALUE = re.compile(r"<([^>]*)>\s*((?:;\s*[^;,]+)*)")
-_LINK_PARAM = re.compile(r";\s*([^=;\s]+)\s*=\s*(\"[^\"]*\"|[^;,\s]+)")
+@dataclass(frozen=True)
+class HeaderLink:
+    """One link of a Link header (RFC 8288): its relation type (lower-case), its target
+    resolved against the response's URL, and its target attributes (lower-case names,
+    in order; a `*` attribute's value decoded per RFC 8187)."""
+
+    rel: str
+    href: str
+    attributes: tuple[tuple[str, str], ...] = ()
+
+    def attribute(self, name: str) -> str | None:
+        """The first value of attribute `name` (a title* wins over a title: RFC 8288 3.4.1)."""
+        values = dict(reversed(self.attributes))
+        return values.get(name + "*", values.get(name))
+
+
+_OWS = " \t"
+
+
+def parse_links(value: str | None, base: str) -> list[HeaderLink]:
+    """Every link of a Link header value, by RFC 8288 Appendix B.2's algorithm: link-values
+    separated by commas (commas and semicolons inside quoted strings and targets are
+    theirs), parameters as tokens or quoted strings; parsing stops at the first
+    link-value that does not start with `<`, as the algorithm does."""
+    text, links, at = value or "", [], 0
+    while at < len(text):
+        at = _skip(text, at, _OWS + ",")
+        if at >= len(text) or text[at] != "<":
+            break
+        end = text.find(">", at + 1)
+        if end < 0:
+            break
+        target = text[at + 1:end].strip()
+        parameters, at = _parameters(text, end + 1)
+        try:
+            href = urljoin(base, target)
+        except ValueError:  # not a URL: it cannot match the document's links either
+            href = target
+        rels = next((value for name, value in parameters if name == "rel"), "")
+        attributes = tuple((name, value) for name, value in parameters
+                           if name not in ("rel", "anchor"))
+        links += [HeaderLink(rel.lower(), href, attributes) for rel in rels.split()]
+    return links
+
+
+def _skip(text: str, at: int, characters: str) -> int:
+    while at < len(text) and text[at] in characters:
+        at += 1
+    return at
+
+
+def _parameters(text: str, at: int) -> tuple[list[tuple[str, str]], int]:
+    """RFC 8288 B.3: the `; name=value` parameters from `at`, and where they end."""
+    parameters = []
+    while True:
+        at = _skip(text, at, _OWS)
+        if at >= len(text) or text[at] != ";":
+            return parameters, at
+        at = _skip(text, at + 1, _OWS)
+        start = at
+        while at < len(text) and text[at] not in _OWS + "=;,":
+            at += 1
+        name = text[start:at].lower()
+        at = _skip(text, at, _OWS)
+        parameter = ""
+        if at < len(text) and text[at] == "=":
+            at = _skip(text, at + 1, _OWS)
+            if at < len(text) and text[at] == '"':
+                parameter, at = _quoted_string(text, at + 1)
+            else:
+                start = at
+                while at < len(text) and text[at] not in ";,":
+                    at += 1
+                parameter = text[start:at].rstrip(_OWS)
+            if name.endswith("*"):
+                parameter = _extended_value(parameter)
+        parameters.append((name, parameter))
+
+
+def _quoted_string(text: str, at: int) -> tuple[str, int]:
+    """RFC 8288 B.4, from just after the opening quote: the unescaped string and where
+    it ends (after the closing quote)."""
+    characters = []
+    while at < len(text):
+        character = text[at]
+        if character == "\\" and at + 1 < len(text):
+            characters.append(text[at + 1])
+            at += 2
+            continue
+        at += 1
+        if character == '"':
+            break
+        characters.append(character)
+    return "".join(characters), at
+
+
+def _extended_value(value: str) -> str:
+    """An RFC 8187 ext-value (`UTF-8'en'%E2%82%AC`) decoded; as it is if it is not one."""
+    charset, _, rest = value.partition("'")
+    _, _, encoded = rest.partition("'")
+    try:
+        return unquote(encoded, encoding=charset or "utf-8", errors="strict")
+    except (LookupError, UnicodeDecodeError):
+        return value
 
 
 def parse_link_header(value: str | None, base: str) -> list[tuple[str, str]]:
     """(rel, absolute href) pairs of an RFC 8288 Link header; a rel list gives one pair each."""
-    pairs = []
-    for match in _LINK_VALUE.finditer(value or ""):
-        try:
-            href = urljoin(base, match.group(1).strip())
-        except ValueError:  # not a URL: it cannot match the document's links either
-            href = match.group(1).strip()
-        for name, raw in _LINK_PARAM.findall(match.group(2)):
-            if name.lower() == "rel":
-                pairs += [(rel, href) for rel in raw.strip('"').split()]
-    return pairs
+    return [(link.rel, link.href) for link in parse_links(value, base)]
 
 
 class _NoRedirectErrors(urllib.request.HTTPErrorProcessor):

@@ -7,16 +7,19 @@ FEEDPUB_BASE_URL, so a sealed page renders the same whoever seals it, from any h
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from datetime import datetime
 from functools import lru_cache
 from itertools import islice
 from typing import NamedTuple
+from urllib.parse import quote
 
 from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.urls import get_script_prefix, reverse
+from django.utils.encoding import iri_to_uri
 from lxml import etree
 
 from archives.db import fastsql
@@ -115,32 +118,63 @@ def deletion_summary(key: str) -> str:
     return f"The record {key} was deleted."
 
 
-def archive_links(slug: str, number: int, *, has_next: bool) -> list[tuple[str, str]]:
-    """(rel, href) of an archive document: what its XML and its Link header both carry."""
-    links = [("self", archive_url(slug, number)), ("current", subscription_url(slug))]
+class Link(NamedTuple):
+    """A link of a document, with the attributes its element carries: what its body and
+    its Link header (RFC 8288: `link_header`) both say, from this one value."""
+
+    rel: str
+    href: str
+    type: str | None = None
+    title: str | None = None
+    hreflang: str | None = None
+
+
+def feed_link(rel: str, href: str) -> Link:
+    """A link to an Atom feed document."""
+    return Link(rel, href, RECORD_ENTRY_TYPE)
+
+
+def feed_page_link(slug: str) -> Link:
+    """For people (and readers' "open" buttons): the feed's own page, which every feed
+    document links as its text/html alternate."""
+    return Link("alternate", html_url(subscription_url(slug)), HTML_TYPE)
+
+
+def archive_links(slug: str, number: int, *, has_next: bool) -> list[Link]:
+    """The links of an archive document: what its XML and its Link header both carry.
+    (next-archive has no type: sealed pages have carried it so since the first.)"""
+    links = [feed_link("self", archive_url(slug, number)),
+             feed_link("current", subscription_url(slug))]
     if number > 1:
-        links.append(("prev-archive", archive_url(slug, number - 1)))
+        links.append(feed_link("prev-archive", archive_url(slug, number - 1)))
     if has_next:
-        links.append(("next-archive", archive_url(slug, number + 1)))
+        links.append(next_archive_link(archive_url(slug, number + 1)))
+    links.append(feed_page_link(slug))
     return links
 
 
-def subscription_links(feed: Feed) -> list[tuple[str, str]]:
-    links = [("self", subscription_url(feed.slug)), ("current", subscription_url(feed.slug))]
+def next_archive_link(href: str) -> Link:
+    return Link("next-archive", href)
+
+
+def subscription_links(feed: Feed) -> list[Link]:
+    links = [feed_link("self", subscription_url(feed.slug)),
+             feed_link("current", subscription_url(feed.slug))]
     if feed.sealed_pages:
-        links.append(("prev-archive", archive_url(feed.slug, feed.sealed_pages)))
-    links.append(("hub", hub_url()))
+        links.append(feed_link("prev-archive", archive_url(feed.slug, feed.sealed_pages)))
+    links += [hub_link(), feed_page_link(feed.slug)]
     return links
+
+
+def hub_link() -> Link:
+    """Links to something other than a feed document carry no media type."""
+    return Link("hub", hub_url())
 
 
 def hub_url() -> str:
     """feedpub's own WebSub hub, which subscription documents name (rel="hub") beside
     their topic URL (rel="self"): archives/push/."""
     return url("archives:websub")
-
-
-# Links to something other than a feed document carry no media type.
-UNTYPED_RELS = frozenset({"hub"})
 
 
 def document_holding(feed: Feed, seq: int) -> tuple[str, str]:
@@ -151,9 +185,40 @@ def document_holding(feed: Feed, seq: int) -> tuple[str, str]:
     return "subscription document", subscription_url(feed.slug)
 
 
-def link_header(links: Iterable[tuple[str, str]]) -> str:
-    """An RFC 8288 Link header value for (rel, href) pairs."""
-    return ", ".join(f'<{href}>; rel="{rel}"' for rel, href in links)
+def link_header(links: Iterable[Link]) -> str:
+    """The RFC 8288 Link header value of `links`, each with its attributes: its target as
+    a URI (an IRI's characters percent-encoded, RFC 3987 3.1), parameters as quoted
+    strings, a title that is not ASCII as title* (RFC 8187)."""
+    return ", ".join(map(_link_value, links))
+
+
+# What a URI may hold as it is (RFC 3986's characters): most hrefs, which need no encoding.
+_URI = re.compile(r"[-A-Za-z0-9._~:/?#\[\]@!$&'()*+,;=%]*")
+
+
+def _link_value(link: Link) -> str:
+    href = link.href if _URI.fullmatch(link.href) else iri_to_uri(link.href)
+    value = f'<{href}>; rel={_quoted(link.rel)}'
+    if link.type:
+        value += f"; type={_quoted(link.type)}"
+    if link.title:
+        value += (f"; title={_quoted(link.title)}" if _is_header_text(link.title)
+                  else f"; title*=UTF-8''{quote(link.title, safe='')}")
+    if link.hreflang:
+        value += f"; hreflang={_quoted(link.hreflang)}"
+    return value
+
+
+def _quoted(text: str) -> str:
+    """An RFC 9110 quoted-string."""
+    if "\\" in text or '"' in text:
+        text = text.replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{text}"'
+
+
+def _is_header_text(text: str) -> bool:
+    """Printable ASCII (and tab): what a quoted-string carries unambiguously."""
+    return text.isascii() and all(char == "\t" or " " <= char <= "~" for char in text)
 
 
 # Documents ----------------------------------------------------------------------------
@@ -202,13 +267,23 @@ def add_next_archive(body: bytes, href: str) -> bytes:
 
 def _insert_next_archive(root: etree._Element, href: str) -> None:
     root.find(f"{{{FH_NS}}}archive").addprevious(
-        etree.Element(f"{A}link", rel="next-archive", href=href))
+        etree.Element(LINK, link_attributes(next_archive_link(href))))
+
+
+def record_links(record: Record) -> list[Link]:
+    """The links of a record's own document: itself, its page for people, its feed and
+    the producer's links."""
+    slug = record.feed.slug
+    url = record_url(slug, record.key)
+    return [Link("self", url, RECORD_ENTRY_TYPE), Link("alternate", html_url(url), HTML_TYPE),
+            feed_link("up", subscription_url(slug)),
+            *(Link(link["rel"], link["href"], link.get("type") or None,
+                   link.get("title") or None) for link in record.links)]
 
 
 def render_record(record: Record) -> bytes:
     """A live record's own URL: an Atom Entry Document, with its metadata as JSON text."""
     feed = record.feed
-    url = record_url(feed.slug, record.key)
     root = etree.Element(f"{A}entry", {XML_LANG: feed.language}, nsmap={None: ATOM_NS})
     _text(root, "id", record_atom_id(feed.uuid, record.key))
     _text(root, "title", record.title, type="text")
@@ -217,15 +292,13 @@ def render_record(record: Record) -> bytes:
     _text(etree.SubElement(root, f"{A}author"), "name", feed.author)
     if record.summary:
         _text(root, "summary", record.summary, type="text")
-    etree.SubElement(root, f"{A}link", rel="self", type=RECORD_ENTRY_TYPE, href=url)
-    etree.SubElement(root, f"{A}link", rel="alternate", type=HTML_TYPE, href=html_url(url))
-    _producer_links(root, record.links)
+    _link_elements(root, record_links(record))
     metadata = json.dumps(record.metadata, ensure_ascii=False, indent=2, sort_keys=True)
     _text(root, "content", metadata, type="text")
     return _serialize(root)
 
 
-def _feed_head(feed: Feed, updated: datetime, links: list[tuple[str, str]]) -> etree._Element:
+def _feed_head(feed: Feed, updated: datetime, links: list[Link]) -> etree._Element:
     root = etree.Element(f"{A}feed", {XML_LANG: feed.language}, nsmap=NSMAP)
     _text(root, "id", feed.atom_id)
     _text(root, "title", feed.title, type="text")
@@ -234,15 +307,27 @@ def _feed_head(feed: Feed, updated: datetime, links: list[tuple[str, str]]) -> e
     _text(root, "updated", rfc3339(updated))
     _text(etree.SubElement(root, f"{A}author"), "name", feed.author)
     _text(root, "generator", GENERATOR)
-    for rel, href in links:
-        if rel in UNTYPED_RELS:
-            etree.SubElement(root, f"{A}link", rel=rel, href=href)
-        else:
-            etree.SubElement(root, f"{A}link", rel=rel, type=RECORD_ENTRY_TYPE, href=href)
-    # For people (and readers' "open" buttons): the feed's own page.
-    etree.SubElement(root, f"{A}link", rel="alternate", type=HTML_TYPE,
-                     href=html_url(subscription_url(feed.slug)))
+    _link_elements(root, links)
     return root
+
+
+def _link_elements(parent: etree._Element, links: Iterable[Link]) -> None:
+    """atom:link elements of `links` (attributes: rel, type, href, title, hreflang)."""
+    for link in links:
+        etree.SubElement(parent, LINK, link_attributes(link))
+
+
+def link_attributes(link: Link) -> dict[str, str]:
+    """A link's XML attributes, in the order its element has them."""
+    attributes = {"rel": link.rel}
+    if link.type:
+        attributes["type"] = link.type
+    attributes["href"] = link.href
+    if link.title:
+        attributes["title"] = link.title
+    if link.hreflang:
+        attributes["hreflang"] = link.hreflang
+    return attributes
 
 
 XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
@@ -299,10 +384,11 @@ def _serialize(root: etree._Element) -> bytes:
 FH_COMPLETE = f"{{{FH_NS}}}complete"
 # What makes a sealed page an archive document; its paged twin carries paged links instead.
 _ARCHIVE_RELS = ("self", "current", "prev-archive", "next-archive")
+_PAGED_RELS = ("self", "first", "last", "next", "previous")
 
 
-def complete_links(slug: str) -> list[tuple[str, str]]:
-    return [("self", url("archives:complete", slug))]
+def complete_links(slug: str) -> list[Link]:
+    return [feed_link("self", url("archives:complete", slug)), feed_page_link(slug)]
 
 
 def render_complete(feed: Feed, rows: Iterable[EntryRow], *, chunk: int = 1000):
@@ -398,22 +484,22 @@ def paged_url(slug: str, number: int | None = None) -> str:
     return url("archives:paged-page", slug, number)
 
 
-def paged_links(slug: str, number: int | None, *, sealed_pages: int) -> list[tuple[str, str]]:
-    """(rel, href) of a paged feed document, newest first: /paged/ holds the unsealed
+def paged_links(slug: str, number: int | None, *, sealed_pages: int) -> list[Link]:
+    """The links of a paged feed document, newest first: /paged/ holds the unsealed
     entries, /paged/<n>/ archive page n's; `next` goes to older entries."""
     if number is None:
-        links = [("self", paged_url(slug)), ("first", paged_url(slug)),
-                 ("last", paged_url(slug, 1) if sealed_pages else paged_url(slug))]
+        links = [feed_link("self", paged_url(slug)), feed_link("first", paged_url(slug)),
+                 feed_link("last", paged_url(slug, 1) if sealed_pages else paged_url(slug))]
         if sealed_pages:
-            links.append(("next", paged_url(slug, sealed_pages)))
-        return links
-    links = [("self", paged_url(slug, number)), ("first", paged_url(slug)),
-             ("last", paged_url(slug, 1))]
+            links.append(feed_link("next", paged_url(slug, sealed_pages)))
+        return [*links, feed_page_link(slug)]
+    links = [feed_link("self", paged_url(slug, number)), feed_link("first", paged_url(slug)),
+             feed_link("last", paged_url(slug, 1))]
     if number > 1:
-        links.append(("next", paged_url(slug, number - 1)))
-    links.append(("previous", paged_url(slug, number + 1) if number < sealed_pages
-                  else paged_url(slug)))
-    return links
+        links.append(feed_link("next", paged_url(slug, number - 1)))
+    links.append(feed_link("previous", paged_url(slug, number + 1) if number < sealed_pages
+                           else paged_url(slug)))
+    return [*links, feed_page_link(slug)]
 
 
 def render_paged(feed: Feed, rows: list[EntryRow]) -> bytes:
@@ -425,14 +511,16 @@ def render_paged(feed: Feed, rows: list[EntryRow]) -> bytes:
     return _serialize(root)
 
 
-def paged_from_archive(body: bytes, links: list[tuple[str, str]]) -> bytes:
+def paged_from_archive(body: bytes, links: list[Link]) -> bytes:
     """Archive page bytes as stored (head and entries frozen at sealing) turned into a
-    paged feed document: no fh:archive, and `links` where its archive links were."""
+    paged feed document: no fh:archive, and the paged ones of `links` where its archive
+    links were (the others, its page for people, it has already)."""
     root = etree.fromstring(body)
     old = [link for link in root.iterfind(f"{A}link") if link.get("rel") in _ARCHIVE_RELS]
     anchor = old[0]
-    for rel, href in links:
-        anchor.addprevious(etree.Element(f"{A}link", rel=rel, type=RECORD_ENTRY_TYPE, href=href))
+    for link in links:
+        if link.rel in _PAGED_RELS:
+            anchor.addprevious(etree.Element(LINK, link_attributes(link)))
     for element in [*old, root.find(f"{{{FH_NS}}}archive")]:
         root.remove(element)
     return _serialize(root)

@@ -84,7 +84,9 @@ class Document:
         """When the bytes last changed."""
         raise NotImplementedError
 
-    def links(self) -> list[tuple[str, str]]:
+    def links(self) -> list[atom.Link]:
+        """Every link the document carries (its body's, where it has links), which its
+        Link header repeats (DESIGN.md "HTTP": HEAD alone can walk a feed)."""
         raise NotImplementedError
 
     def body(self) -> bytes:

@@ -87,7 +87,7 @@ class SubscriptionDocument(FeedDocument):
     def modified(self) -> datetime:
         return max(self.feed.subscription_modified, base.RENDERER_MODIFIED)
 
-    def links(self) -> list[tuple[str, str]]:
+    def links(self) -> list[atom.Link]:
         return self.feed_links(self.feed)
 
     def body(self) -> bytes:
@@ -159,7 +159,7 @@ class ArchiveDocument(FrozenDocument):
         body = atom.add_next_archive(body, atom.archive_url(slug, number + 1))
         return body, bytes_etag(body)
 
-    def links(self) -> list[tuple[str, str]]:
+    def links(self) -> list[atom.Link]:
         return atom.archive_links(self.slug, self.number, has_next=self.final)
 
 
@@ -259,7 +259,7 @@ class RssArchiveDocument(FrozenDocument):
     def last_modified(self) -> int | None:
         return super().last_modified() if self.frozen else None
 
-    def links(self) -> list[tuple[str, str]]:
+    def links(self) -> list[atom.Link]:
         return rss.archive_links(self.slug, self.number, has_next=self.has_next)
 
 
@@ -296,7 +296,7 @@ class CompleteDocument(FeedDocument):
         # Moves on every write and description change (and on seals, which is harmless).
         return max(self.feed.subscription_modified, base.RENDERER_MODIFIED)
 
-    def links(self) -> list[tuple[str, str]]:
+    def links(self) -> list[atom.Link]:
         return atom.complete_links(self.feed.slug)
 
     def stream(self) -> Iterator[bytes]:
@@ -348,7 +348,7 @@ class PagedFeedDocument(SubscriptionDocument):
     render = staticmethod(atom.render_paged)
 
     @staticmethod
-    def feed_links(feed: Feed) -> list[tuple[str, str]]:
+    def feed_links(feed: Feed) -> list[atom.Link]:
         return atom.paged_links(feed.slug, None, sealed_pages=feed.sealed_pages)
 
 
@@ -389,7 +389,7 @@ class PagedPageDocument(Document):
         # The archive page's bytes changed when page n+1 was sealed: so did these.
         return max(self._modified, base.RENDERER_MODIFIED)
 
-    def links(self) -> list[tuple[str, str]]:
+    def links(self) -> list[atom.Link]:
         return atom.paged_links(self.slug, self.number,
                                 sealed_pages=self.number + 1 if self.final else self.number)
 

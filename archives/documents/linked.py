@@ -96,7 +96,7 @@ class LinkedPageDocument(Document):
     def last_modified(self) -> int:
         return int(self.modified().timestamp())
 
-    def links(self) -> list[tuple[str, str]]:
+    def links(self) -> list[atom.Link]:
         return linkedpages.page_links(self.feed.slug, self.number, has_next=self.has_next)
 
     @cached_property
@@ -192,9 +192,9 @@ class SnapshotIndexDocument(Document):
     def modified(self) -> datetime:
         return self.snapshot.created
 
-    def links(self) -> list[tuple[str, str]]:
+    def links(self) -> list[atom.Link]:
         slug = self.snapshot.feed.slug
-        return [("self", atom.url("archives:snapshot", slug, str(self.snapshot.uuid)))]
+        return [atom.Link("self", atom.url("archives:snapshot", slug, str(self.snapshot.uuid)))]
 
     def body(self) -> bytes:
         return self._body
@@ -228,11 +228,11 @@ class SnapshotPageDocument(Document):
     def last_modified(self) -> int:
         return int(self.page.last_modified.timestamp())
 
-    def links(self) -> list[tuple[str, str]]:
+    def links(self) -> list[atom.Link]:
         snapshot_id = str(self.page.snapshot.uuid)
-        return [("self", atom.url("archives:snapshot-page", self.slug, snapshot_id,
-                                  self.page.number)),
-                ("index", atom.url("archives:snapshot", self.slug, snapshot_id))]
+        return [atom.Link("self", atom.url("archives:snapshot-page", self.slug, snapshot_id,
+                                           self.page.number)),
+                atom.Link("index", atom.url("archives:snapshot", self.slug, snapshot_id))]
 
     def body(self) -> bytes:
         return bytes(self.page.body)

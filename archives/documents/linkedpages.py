@@ -19,7 +19,7 @@ from urllib.parse import quote
 from archives.formats import http_date, record_json
 from archives.models import Entry, Feed
 
-from .atom import EntryRow, hub_url, record_url_prefix, url
+from .atom import EntryRow, Link, hub_link, record_url_prefix, url
 
 MULTIPART = "multipart/mixed"
 CRLF = b"\r\n"
@@ -35,14 +35,17 @@ def entity(feed: Feed, row: EntryRow, record_base: str) -> bytes:
     was at that entry, in the API's JSON shape (a DELETE has no body).
 
     Sealing renders one for every entry: the headers are one string (Content-ID,
-    Operation-Type, Last-Modified, Content-Location, for a PUT Content-Type, then
-    Content-Length), the JSON encoder is made once.
+    Operation-Type, Last-Modified, Content-Location, Content-Type, then Content-Length),
+    the JSON encoder is made once. The format lists a Content-Type for every entity, a
+    DELETE's (empty) too: the media type of the feed's records, which a part without one
+    would not have (RFC 2046 5.1: text/plain).
     """
     location = record_base + quote(row.key, safe="")
     head = (f"Content-ID: {content_id(feed, row.seq)}\r\n"
             f"Operation-Type: http-equiv={'DELETE' if row.kind == DELETE else 'PUT'}\r\n"
             f"Last-Modified: {http_date(row.updated)}\r\n"
-            f"Content-Location: {location}\r\n")
+            f"Content-Location: {location}\r\n"
+            f"Content-Type: {ENTITY_TYPE}\r\n")
     if row.kind == DELETE:
         return f"{head}Content-Length: 0\r\n\r\n".encode()
     record = record_json(feed_uuid=feed.uuid, key=row.key, title=row.title,
@@ -50,8 +53,10 @@ def entity(feed: Feed, row: EntryRow, record_base: str) -> bytes:
                          created=row.created, updated=row.updated, deleted=False,
                          url=location)
     body = _as_json(record).encode()
-    return f"{head}Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n" \
-        .encode() + body
+    return f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body
+
+
+ENTITY_TYPE = "application/json"  # a record, in the API's JSON shape
 
 
 DELETE = Entry.Kind.DELETE
@@ -103,22 +108,23 @@ def content_type_of(body: bytes) -> str:
     return f'{MULTIPART}; boundary="{boundary}"'
 
 
-def page_links(slug: str, number: int, *, has_next: bool) -> list[tuple[str, str]]:
-    links = [("self", url("archives:linked-page", slug, number))]
+def page_links(slug: str, number: int, *, has_next: bool) -> list[Link]:
+    """A page's links: its Link header, the only place the format puts them."""
+    links = [Link("self", url("archives:linked-page", slug, number))]
     if number > 1:
-        links.append(("prev", url("archives:linked-page", slug, number - 1)))
+        links.append(Link("prev", url("archives:linked-page", slug, number - 1)))
     if has_next:
-        links.append(("next", url("archives:linked-page", slug, number + 1)))
+        links.append(Link("next", url("archives:linked-page", slug, number + 1)))
     else:  # the newest page: WebSub subscribers are told when it changes
-        links.append(("hub", hub_url()))
+        links.append(hub_link())
     return links
 
 
-def entry_point_links(slug: str) -> list[tuple[str, str]]:
+def entry_point_links(slug: str) -> list[Link]:
     """The Link header of the entry point (/pages/latest, a redirect to the newest page):
     it is the WebSub topic of the linked-pages format (rel="self"; a page's own self link
     names the page, as the format requires), and names the hub."""
-    return [("self", entry_point_url(slug)), ("hub", hub_url())]
+    return [Link("self", entry_point_url(slug)), hub_link()]
 
 
 def entry_point_url(slug: str) -> str:

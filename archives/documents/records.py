@@ -54,10 +54,8 @@ class RecordDocument(Document):
         return max(self.record.updated, self.record.feed.description_modified,
                    base.RENDERER_MODIFIED)
 
-    def links(self) -> list[tuple[str, str]]:
-        slug = self.record.feed.slug
-        return [("self", atom.record_url(slug, self.record.key)),
-                ("up", atom.subscription_url(slug))]
+    def links(self) -> list[atom.Link]:
+        return atom.record_links(self.record)
 
     def body(self) -> bytes:
         return atom.render_record(self.record)

@@ -25,14 +25,15 @@ from .atom import (
     ATOM_NS,
     FH_NS,
     GENERATOR,
-    UNTYPED_RELS,
     EntryRow,
+    Link,
     deletion_summary,
     escape_text,
+    feed_page_link,
     html_url,
-    hub_url,
+    hub_link,
+    link_attributes,
     record_url_prefix,
-    subscription_url,
     url,
     with_entries,
 )
@@ -52,22 +53,31 @@ def rss_archive_url(slug: str, number: int) -> str:
     return url("archives:archive-rss", slug, number)
 
 
-def archive_links(slug: str, number: int, *, has_next: bool) -> list[tuple[str, str]]:
-    """(rel, href) of archive twin `number`: its atom:link elements and its Link header."""
-    links = [("self", rss_archive_url(slug, number)), ("current", rss_subscription_url(slug))]
+def rss_link(rel: str, href: str) -> Link:
+    """A link to an RSS twin."""
+    return Link(rel, href, RSS_MEDIA_TYPE)
+
+
+def archive_links(slug: str, number: int, *, has_next: bool) -> list[Link]:
+    """The links of archive twin `number`: its atom:link elements, its channel's link (the
+    feed's page for people: `feed_page_link`) and its Link header."""
+    links = [rss_link("self", rss_archive_url(slug, number)),
+             rss_link("current", rss_subscription_url(slug))]
     if number > 1:
-        links.append(("prev-archive", rss_archive_url(slug, number - 1)))
+        links.append(rss_link("prev-archive", rss_archive_url(slug, number - 1)))
     if has_next:
-        links.append(("next-archive", rss_archive_url(slug, number + 1)))
+        links.append(rss_link("next-archive", rss_archive_url(slug, number + 1)))
+    links.append(feed_page_link(slug))
     return links
 
 
-def subscription_links(feed: Feed) -> list[tuple[str, str]]:
-    links = [("self", rss_subscription_url(feed.slug)),
-             ("current", rss_subscription_url(feed.slug))]
+def subscription_links(feed: Feed) -> list[Link]:
+    links = [rss_link("self", rss_subscription_url(feed.slug)),
+             rss_link("current", rss_subscription_url(feed.slug))]
     if feed.sealed_pages:
-        links.append(("prev-archive", rss_archive_url(feed.slug, feed.sealed_pages)))
-    links.append(("hub", hub_url()))  # WebSub: archives/push/
+        links.append(rss_link("prev-archive", rss_archive_url(feed.slug, feed.sealed_pages)))
+    # WebSub (archives/push/), and the channel's link.
+    links += [hub_link(), feed_page_link(feed.slug)]
     return links
 
 
@@ -110,15 +120,19 @@ def add_next_archive(body: bytes, href: str) -> bytes:
 
 def _insert_next_archive(channel: etree._Element, href: str) -> None:
     channel.find(FH_ARCHIVE).addprevious(
-        etree.Element(ATOM_LINK, rel="next-archive", type=RSS_MEDIA_TYPE, href=href))
+        etree.Element(ATOM_LINK, link_attributes(rss_link("next-archive", href))))
 
 
-def _channel(feed: Feed, updated: datetime, links: list[tuple[str, str]]):
+def _channel(feed: Feed, updated: datetime, links: list[Link]):
+    """The channel of `links`: the feed's page for people is its `link`, the others are
+    atom:link elements."""
+    page = feed_page_link(feed.slug)
     rss = etree.Element("rss", version="2.0", nsmap=NSMAP)
     channel = etree.SubElement(rss, "channel")
     sub_element = etree.SubElement
     sub_element(channel, "title").text = feed.title
-    sub_element(channel, "link").text = html_url(subscription_url(feed.slug))
+    if page in links:
+        sub_element(channel, "link").text = page.href
     # RSS requires a description: the title stands in for a missing subtitle.
     sub_element(channel, "description").text = feed.subtitle or feed.title
     sub_element(channel, "language").text = feed.language
@@ -127,11 +141,9 @@ def _channel(feed: Feed, updated: datetime, links: list[tuple[str, str]]):
     sub_element(channel, "pubDate").text = date
     sub_element(channel, "lastBuildDate").text = date
     sub_element(channel, "generator").text = GENERATOR
-    for rel, href in links:
-        if rel in UNTYPED_RELS:
-            sub_element(channel, ATOM_LINK, rel=rel, href=href)
-        else:
-            sub_element(channel, ATOM_LINK, rel=rel, type=RSS_MEDIA_TYPE, href=href)
+    for link in links:
+        if link != page:
+            sub_element(channel, ATOM_LINK, link_attributes(link))
     return rss, channel
 
 

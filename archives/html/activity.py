@@ -228,8 +228,8 @@ class ActivityChart(FeedDocument):
     def last_modified(self) -> None:
         return None
 
-    def links(self) -> list[tuple[str, str]]:
-        return [("up", atom.html_url(atom.subscription_url(self.feed.slug)))]
+    def links(self) -> list[atom.Link]:
+        return [atom.Link("up", atom.html_url(atom.subscription_url(self.feed.slug)))]
 
     def body(self) -> bytes:
         cached = charts.get(self.feed.slug)

@@ -189,7 +189,7 @@ class FeedPage(_HTMLPage):
     def page_number(self) -> int:
         return _page_number(self.page, self.feed.sealed_pages, ARCHIVE_PAGES_PER_PAGE)
 
-    def links(self) -> list[tuple[str, str]]:
+    def links(self) -> list[atom.Link]:
         return self.subscription.links()
 
     def context(self) -> dict:
@@ -264,7 +264,7 @@ class ArchivePageHTML(_HTMLPage):
         return (self.page.etag, feed.slug, feed.title, feed.subtitle, feed.author,
                 feed.language, feed.page_size, feed.sealed_pages)
 
-    def links(self) -> list[tuple[str, str]]:
+    def links(self) -> list[atom.Link]:
         return atom.archive_links(self.feed.slug, self.page.number, has_next=self.page.has_next)
 
     def context(self) -> dict:
@@ -305,7 +305,7 @@ class RecordPage(_HTMLPage):
     def page_number(self) -> int:
         return _page_number(self.page, self.record.entries.count(), HISTORY_PER_PAGE)
 
-    def links(self) -> list[tuple[str, str]]:
+    def links(self) -> list[atom.Link]:
         return self.record_document.links()
 
     def context(self) -> dict:

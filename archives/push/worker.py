@@ -370,8 +370,8 @@ class Worker:
         if not callback_allowed(subscription.callback):
             return "the callback's host is no longer in FEEDPUB_WEBSUB_CALLBACK_HOSTS"
         headers = {"Content-Type": content.content_type,
-                   "Link": atom.link_header([("hub", atom.hub_url()),
-                                             ("self", subscription.named_topic)]),
+                   "Link": atom.link_header([atom.hub_link(),
+                                             atom.Link("self", subscription.named_topic)]),
                    **content.headers}
         if subscription.secret:
             headers["X-Hub-Signature"] = signature(subscription.secret, content.body)

@@ -22,6 +22,15 @@ sends the same bytes to every waiter of that variant whose ETag they no longer m
 Django (bench/longpoll.py measures both). Those renderings carry none of the waiters'
 credentials (Cookie, Authorization): only the headers that choose the variant.
 
+Database connections are bounded, whatever the number of polls. A waiting poll holds
+none: it waits on the event loop, and only Django's answers (each in a thread of its own,
+whose connection closes with the request: CONN_MAX_AGE=0) and the reads of feeds' heads
+(one thread) touch the database. Django is asked for at most
+FEEDPUB_LONG_POLL_DB_CONNECTIONS answers of long-polled URLs at once, each captured whole
+before it is sent, so that no slow client keeps one; the others queue on the event loop.
+(Unbounded, a burst of 3,000 polls once used up PostgreSQL's 100 connections and 2,210 got
+a 500; tests/test_longpoll_postgres.py holds a burst of 1,000 to the bound.)
+
 When the server shuts down (SIGTERM or SIGINT, or the lifespan's shutdown), every held
 request gets its 304 at once, so that a restart is not held up by waits of up to
 FEEDPUB_LONG_POLL_MAX_WAIT seconds. (uvicorn sends the lifespan's shutdown only after
@@ -202,7 +211,7 @@ class Watcher:
                 waiter.missed = True  # asking Django now: it must ask again
         variants = {waiter.variant: waiter.scope for waiter in answered}
         answers = dict(zip(variants, await asyncio.gather(
-            *(ask(self.polling.app, _unconditional(scope)) for scope in variants.values())),
+            *(self.polling.ask(_unconditional(scope)) for scope in variants.values())),
             strict=True))
         for waiter in answered:
             answer = answers[waiter.variant]
@@ -256,6 +265,13 @@ class LongPolling:
         # Heads read from the database (SQLite, or not kept) outside the event loop, in
         # one thread with one connection.
         self.database = ThreadPoolExecutor(max_workers=1, thread_name_prefix="longpoll")
+        # Answers being asked of Django at once (see the module docstring).
+        self.answering = asyncio.Semaphore(settings.FEEDPUB_LONG_POLL_DB_CONNECTIONS)
+
+    async def ask(self, scope: Scope) -> Answer:
+        """Django's answer to `scope`, when one of the bounded places is free."""
+        async with self.answering:
+            return await ask(self.app, scope)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -266,7 +282,7 @@ class LongPolling:
         wait = requested_wait(scope["headers"])
         if not wait or not any(name == b"if-none-match" for name, _ in scope["headers"]) \
                 or self.closing:
-            return await self.app(scope, receive, send)
+            return await (await self.ask(scope)).send(send)  # not held: answered at once
         await self.hold(match["slug"], scope, receive, send,
                         min(wait, settings.FEEDPUB_LONG_POLL_MAX_WAIT))
 
@@ -284,7 +300,7 @@ class LongPolling:
         try:
             await watcher.ready.wait()  # changes after this point wake the waiter
             while True:
-                answer = await ask(self.app, scope)
+                answer = await self.ask(scope)
                 if answer.status != 304:
                     return await answer.send(send)  # not held: no Preference-Applied
                 if not waiter.missed:

@@ -294,6 +294,23 @@ def accepts_gzip(request: HttpRequest) -> bool:
     return qualities.get("gzip", qualities.get("x-gzip", qualities.get("*", 0.0))) > 0
 
 
+class HeadersOnly(StreamingHttpResponse):
+    """A HEAD answer for a document whose length is not known without rendering it: a
+    stream, so that CommonMiddleware claims no Content-Length: 0, with nothing in it,
+    iterated by WSGI and ASGI servers alike (an ordinary stream is of one kind, and
+    Django warns when the other kind of server consumes it)."""
+
+    def __init__(self, **kwargs):
+        super().__init__((), **kwargs)
+
+    def __iter__(self):
+        return iter(())
+
+    async def __aiter__(self):
+        for part in ():
+            yield part
+
+
 def serve(request: HttpRequest, document: Document) -> HttpResponse:
     """A document's answer: 304 when the client's validators match (If-None-Match, else
     If-Modified-Since, as RFC 9110 13.2.2 orders them), else its bytes in one piece,
@@ -316,10 +333,7 @@ def serve(request: HttpRequest, document: Document) -> HttpResponse:
                                      or isinstance(document, SubscriptionDocument)):
         # (An open linked page is rendered even for HEAD: its boundary, in its
         # Content-Type, comes from its parts.)
-        # An empty stream: CommonMiddleware would otherwise claim Content-Length: 0 for
-        # a document whose length we do not know without rendering it.
-        return StreamingHttpResponse(iter(()), content_type=document.content_type,
-                                     headers=headers)
+        return HeadersOnly(content_type=document.content_type, headers=headers)
     if document.streams:  # too large to hold: sent as it is rendered, without a length
         stream = document.stream()
         return StreamingHttpResponse(compress_sequence(stream) if compress else stream,
