@@ -45,7 +45,8 @@ def bench_module():
 
 def entrypoint_commands() -> dict[str, str]:
     """The `case` arms of deploy/entrypoint.sh: name -> the command it execs."""
-    return dict(re.findall(r"^  (\w+)\)\n\s+exec (.+)$", ENTRYPOINT, re.MULTILINE))
+    return dict(re.findall(r"^  (\w+)\)\n(?:(?!\s+exec ).*\n)*?\s+exec (.+)$", ENTRYPOINT,
+                           re.MULTILINE))
 
 
 def test_the_image_runs_every_process_through_the_entrypoint():
@@ -149,7 +150,7 @@ def test_the_renderer_does_what_envsubst_does():
               "FEEDPUB_MAX_AGE": "60", "FEEDPUB_LONGPOLL_UPSTREAM": "longpoll:8001",
               "FEEDPUB_SECURE_SSL_REDIRECT": "true", "FEEDPUB_SECURE_HSTS_SECONDS": "31536000",
               "FEEDPUB_SECURE_HSTS_INCLUDE_SUBDOMAINS": "true",
-              "FEEDPUB_SECURE_HSTS_PRELOAD": "true"}
+              "FEEDPUB_SECURE_HSTS_PRELOAD": "true", "NGINX_RESOLVER": "127.0.0.11 valid=10s"}
     shell_format = " ".join(f"${{{name}}}" for name in values)
     real = subprocess.run(["envsubst", shell_format], input=TEMPLATE.read_text(),  # noqa: S603, S607
                           env={**os.environ, **values}, capture_output=True, text=True,
