@@ -19,6 +19,10 @@ Before that, how stale a poll from memory can be (archives/db/heads.py): this pr
 the feed's head, commits 200 writes one at a time, and times each from the commit to the
 moment its head in memory shows it (NOTIFY delivered, row read again by the listener).
 
+With --through-nginx the consumers poll through the deployment's nginx (deploy/nginx/nginx.conf
+and feedpub.conf.template, run as tests/nginx_server.py runs them) in front of the service,
+as in docker-compose.yml: each poll then holds two nginx connections.
+
 Then, for comparison, the cost of answering through Django's full ASGI path: the same
 document requested through `feedpub.asgi.django_application` in-process, one request after
 another, as many times as there are consumers (what answering every waiter through Django
@@ -45,6 +49,7 @@ ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / "bench" / ".work"
 DB_NAME = os.environ.get("BENCH_LONGPOLL_DB", "bench_longpoll")
 PORT = int(os.environ.get("BENCH_LONGPOLL_PORT", "8102"))
+CLIENT_PORT = PORT  # where consumers connect: the service, or nginx in front of it
 ENTRYPOINT = "deploy/entrypoint.sh"
 LONGPOLL_COMMAND = [ENTRYPOINT, "longpoll"]  # docker-compose.yml's (tests/test_deploy.py)
 ENTRIES = 50
@@ -78,7 +83,7 @@ def request_bytes(etag: str) -> bytes:
 async def consume(request: bytes, opened: asyncio.Semaphore) -> tuple[int, float]:
     """One consumer: its long poll's status and when its response's last byte came."""
     async with opened:  # connections are opened a few hundred at a time
-        reader, writer = await asyncio.open_connection("127.0.0.1", PORT)
+        reader, writer = await asyncio.open_connection("127.0.0.1", CLIENT_PORT)
         writer.write(request)
         await writer.drain()
     head = await reader.readuntil(b"\r\n\r\n")
@@ -234,6 +239,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--client-processes", type=int, default=2)
     parser.add_argument("--staleness-writes", type=int, default=200)
+    parser.add_argument("--through-nginx", action="store_true",
+                        help="poll through the deployment's nginx, not the service itself")
     options = parser.parse_args()
     WORK.mkdir(exist_ok=True)
     admin = ["psql", "-h", "127.0.0.1", "-U", "postgres", "-d", "postgres", "-qc"]
@@ -261,6 +268,14 @@ def main() -> None:
     server = subprocess.Popen(LONGPOLL_COMMAND, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
                               start_new_session=True)
     rounds = []
+    nginx = None
+    if options.through_nginx:
+        global CLIENT_PORT
+        from tests.nginx_server import Nginx
+
+        nginx = Nginx(WORK / "nginx", f"127.0.0.1:{PORT}").start()
+        CLIENT_PORT = nginx.port
+        print(f"through nginx (deploy/nginx/nginx.conf) on port {nginx.port}", flush=True)
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -287,6 +302,12 @@ def main() -> None:
                   f"({1000 * result['server_cpu_ms'] / result['consumers']:.0f} us a consumer); "
                   f"load average {os.getloadavg()[0]:.1f}", flush=True)
     finally:
+        if nginx is not None:
+            errors = [line for line in nginx.error_log().splitlines()
+                      if "[alert]" in line or "[crit]" in line or "[error]" in line]
+            print(f"nginx error log: {len(errors)} errors/alerts" +
+                  "".join(f"\n  {line}" for line in errors[:5]), flush=True)
+            nginx.stop()
         server.send_signal(signal.SIGTERM)
         try:
             server.wait(timeout=20)

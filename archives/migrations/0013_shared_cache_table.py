@@ -19,5 +19,5 @@ def drop(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("archives", "0011_record_updated_index")]
+    dependencies = [("archives", "0012_record_search_index")]
     operations = [migrations.RunPython(create, drop)]
