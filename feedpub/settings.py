@@ -351,7 +351,9 @@ STATIC_ROOT = BASE_DIR / "staticfiles"
 STORAGES = {
     # Django's defaults, which a STORAGES setting replaces...
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    # ...except that collectstatic also writes a gzip twin of each text file, which
+    # whitenoise serves to clients that accept gzip (the admin's and Swagger UI's scripts).
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
     # ...and where sealed pages are exported (see FEEDPUB_PAGES_STORAGE above).
     "feedpub_pages": FEEDPUB_PAGES_STORAGE,
 }
