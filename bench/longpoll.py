@@ -331,10 +331,11 @@ def main() -> None:
                   f"load average {os.getloadavg()[0]:.1f}", flush=True)
     finally:
         if nginx is not None:
-            errors = [line for line in nginx.error_log().splitlines()
-                      if "[alert]" in line or "[crit]" in line or "[error]" in line]
-            print(f"nginx error log: {len(errors)} errors/alerts" +
-                  "".join(f"\n  {line}" for line in errors[:5]), flush=True)
+            errors = [line.split(": ", 1)[-1] for line in nginx.error_log().splitlines()
+                      if re.search(r"\[(warn|error|crit|alert|emerg)\]", line)]
+            print(f"nginx error log: {len(errors)} warnings or errors" +
+                  "".join(f"\n  {errors.count(line)} x {line}" for line in sorted(set(errors))),
+                  flush=True)
             nginx.stop()
         server.send_signal(signal.SIGTERM)
         try:
