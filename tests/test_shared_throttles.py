@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from django.core.cache import caches
 from django.db import connection
+from rest_framework.test import APIClient
 
 from archives.db.cache import LockingDatabaseCache
 
@@ -151,3 +152,12 @@ def test_a_count_keeps_the_expiry_of_its_window(db):
     assert cache.get("window") is None  # the increment did not restart its expiry
     with pytest.raises(ValueError, match="not found"):
         cache.incr("window")
+
+
+def test_an_unreachable_redis_lets_requests_through_and_says_so(db, settings, caplog):
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
+                                   "LOCATION": f"redis://127.0.0.1:{free_port()}/0"}}
+    settings.FEEDPUB_API_ANON_RATE = "1/hour"
+    client = APIClient()
+    assert [client.get("/api/feeds/").status_code for _ in range(2)] == [200, 200]
+    assert "Redis is unreachable" in caplog.text
