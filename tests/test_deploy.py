@@ -85,6 +85,12 @@ def test_the_benchmark_runs_the_same_commands_as_compose():
     assert "NGINX_TEMPLATE = ROOT / \"deploy\" / \"nginx\" / \"feedpub.conf.template\"" in source
 
 
+def test_the_benchmark_renders_every_variable_of_the_template():
+    _, source = bench_module()
+    body = source.split("def start_nginx()", 1)[1].split("text = NGINX_TEMPLATE", 1)[0]
+    assert set(re.findall(r'"([A-Z_]+)": ', body)) == set(VARIABLES)
+
+
 def test_the_websub_benchmark_runs_the_worker_as_compose_does():
     source = (ROOT / "bench" / "websub.py").read_text()
     command = eval(re.search(r"^WORKER_COMMAND = (.+)$", source, re.MULTILINE).group(1))  # noqa: S307
