@@ -484,6 +484,18 @@ def test_the_long_poll_service_refuses_a_limit_it_cannot_raise(fake_uvicorn, she
     assert "ulimits: nofile" in result.stderr
 
 
+def test_nginx_asks_docker_dns_for_the_upstreams_every_ten_seconds():
+    """Docker's DNS answers with a TTL of 600 s: without `valid`, a recreated container's new
+    address would wait ten minutes."""
+    assert SERVICES["nginx"]["environment"]["NGINX_RESOLVER"] == "127.0.0.11 valid=10s ipv6=off"
+    template = TEMPLATE.read_text()
+    assert "resolver ${NGINX_RESOLVER};" in template
+    assert "upstream " not in re.sub(r"#.*", "", template)  # no name resolved once at start
+    targets = re.findall(r"proxy_pass (\S+);", template)
+    assert targets
+    assert all(target.startswith("$") for target in targets), targets
+
+
 def test_compose_gives_the_busy_services_the_open_files_they_check_for():
     nginx_conf = (ROOT / "deploy" / "nginx" / "nginx.conf").read_text()
     rlimit = int(re.search(r"^worker_rlimit_nofile (\d+);", nginx_conf, re.MULTILINE).group(1))
