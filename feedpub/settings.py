@@ -294,7 +294,7 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 
 # Request rates allowed per API client (archives/api/throttling.py), counted in the shared
-# cache (CACHES below): anonymous clients by address, the others by user (token).
+# cache (CACHES above): anonymous clients by address, the others by user (token).
 FEEDPUB_API_ANON_RATE = envrate("FEEDPUB_API_ANON_RATE", "600/minute")
 FEEDPUB_API_USER_RATE = envrate("FEEDPUB_API_USER_RATE", "6000/minute")
 
@@ -317,9 +317,10 @@ REST_FRAMEWORK = {
         "archives.api.throttling.AnonThrottle",
         "archives.api.throttling.UserThrottle",
     ],
-    # A client's address for the anonymous rate: the last X-Forwarded-For entry, the one
-    # the deploy's nginx appends (DRF's default takes the whole header, which a client
-    # writes). 0 when clients reach gunicorn directly.
+    # A client's address for the anonymous rate: the X-Forwarded-For entry this many from
+    # the end; 1, the one the deploy's nginx appends (DRF's default takes the whole header,
+    # which a client writes); 2 with a TLS terminator in front of nginx (.env.example);
+    # 0 when clients reach gunicorn directly.
     "NUM_PROXIES": envint("FEEDPUB_API_PROXIES", "1"),
 }
 SPECTACULAR_SETTINGS = {
