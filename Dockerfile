@@ -13,10 +13,12 @@ ENV DEBUG=false
 
 WORKDIR /app
 
-# Dependencies first, pinned in pyproject.toml, so a code change does not reinstall them.
+# Dependencies first, so a code change does not reinstall them: pyproject.toml's, with every
+# package they pull in pinned by deploy/constraints.txt.
 COPY pyproject.toml ./
+COPY deploy/constraints.txt deploy/constraints.txt
 RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" > /tmp/requirements.txt \
-    && pip install -r /tmp/requirements.txt \
+    && pip install -r /tmp/requirements.txt -c deploy/constraints.txt \
     && rm /tmp/requirements.txt
 
 COPY . .

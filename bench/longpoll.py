@@ -19,6 +19,10 @@ Before that, how stale a poll from memory can be (archives/db/heads.py): this pr
 the feed's head, commits 200 writes one at a time, and times each from the commit to the
 moment its head in memory shows it (NOTIFY delivered, row read again by the listener).
 
+With --through-nginx the consumers poll through the deployment's nginx (deploy/nginx/nginx.conf
+and feedpub.conf.template, run as tests/nginx_server.py runs them) in front of the service,
+as in docker-compose.yml: each poll then holds two nginx connections.
+
 Then, for comparison, the cost of answering through Django's full ASGI path: the same
 document requested through `feedpub.asgi.django_application` in-process, one request after
 another, as many times as there are consumers (what answering every waiter through Django
@@ -45,6 +49,7 @@ ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / "bench" / ".work"
 DB_NAME = os.environ.get("BENCH_LONGPOLL_DB", "bench_longpoll")
 PORT = int(os.environ.get("BENCH_LONGPOLL_PORT", "8102"))
+CLIENT_PORT = PORT  # where consumers connect: the service, or nginx in front of it
 ENTRYPOINT = "deploy/entrypoint.sh"
 LONGPOLL_COMMAND = [ENTRYPOINT, "longpoll"]  # docker-compose.yml's (tests/test_deploy.py)
 ENTRIES = 50
@@ -76,9 +81,17 @@ def request_bytes(etag: str) -> bytes:
 
 
 async def consume(request: bytes, opened: asyncio.Semaphore) -> tuple[int, float]:
-    """One consumer: its long poll's status and when its response's last byte came."""
+    """One consumer: its long poll's status and when its response's last byte came (status
+    0: the connection was refused or closed without an answer)."""
+    try:
+        return await poll_once(request, opened)
+    except (OSError, asyncio.IncompleteReadError):
+        return 0, time.monotonic()
+
+
+async def poll_once(request: bytes, opened: asyncio.Semaphore) -> tuple[int, float]:
     async with opened:  # connections are opened a few hundred at a time
-        reader, writer = await asyncio.open_connection("127.0.0.1", PORT)
+        reader, writer = await asyncio.open_connection("127.0.0.1", CLIENT_PORT)
         writer.write(request)
         await writer.drain()
     head = await reader.readuntil(b"\r\n\r\n")
@@ -156,8 +169,11 @@ def round_trip(consumers: int, processes: int, etag: str, pid: int, n: int) -> d
     for client in clients:
         client.join()
     statuses = {status for status, _ in answers}
-    latencies = sorted(1000 * (done - committed) for _, done in answers)
-    return {"consumers": len(answers), "statuses": statuses, "held_after_s": held_after,
+    answered = sum(status == 200 for status, _ in answers)
+    latencies = sorted(1000 * (done - committed) for status, done in answers if status == 200)
+    latencies = latencies or [float("nan")]
+    return {"consumers": len(answers), "answered": answered, "statuses": statuses,
+            "held_after_s": held_after,
             "rss_mb": rss, "hwm_mb": hwm,
             "p50_ms": latencies[len(latencies) // 2],
             "p99_ms": latencies[max(0, int(len(latencies) * 0.99) - 1)],
@@ -234,6 +250,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--client-processes", type=int, default=2)
     parser.add_argument("--staleness-writes", type=int, default=200)
+    parser.add_argument("--through-nginx", action="store_true",
+                        help="poll through the deployment's nginx, not the service itself")
+    parser.add_argument("--image-defaults", action="store_true",
+                        help="with --through-nginx: the nginx image's 1,024 connections a "
+                             "worker instead of deploy/nginx/nginx.conf's (the old set-up)")
     options = parser.parse_args()
     WORK.mkdir(exist_ok=True)
     admin = ["psql", "-h", "127.0.0.1", "-U", "postgres", "-d", "postgres", "-qc"]
@@ -261,6 +282,27 @@ def main() -> None:
     server = subprocess.Popen(LONGPOLL_COMMAND, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
                               start_new_session=True)
     rounds = []
+    nginx = None
+    if options.through_nginx:
+        global CLIENT_PORT
+        from tests.nginx_server import Nginx
+
+        class ImageDefaults(Nginx):
+            def write_config(self):
+                super().write_config()
+                text = self.config.read_text()
+                for old, new in (("worker_connections  24576;", "worker_connections  1024;"),
+                                 ("worker_rlimit_nofile", "# worker_rlimit_nofile")):
+                    assert old in text
+                    text = text.replace(old, new)
+                self.config.write_text(text)
+
+        kind = ImageDefaults if options.image_defaults else Nginx
+        nginx = kind(WORK / "nginx", f"127.0.0.1:{PORT}").start()
+        CLIENT_PORT = nginx.port
+        setup = ("1,024 connections a worker" if options.image_defaults
+                 else "deploy/nginx/nginx.conf")
+        print(f"through nginx ({setup}) on port {nginx.port}", flush=True)
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -278,8 +320,9 @@ def main() -> None:
                 etag = answer.headers["ETag"]
             result = round_trip(options.consumers, options.client_processes, etag, pid, n)
             rounds.append(result)
-            print(f"round {n + 1}: {result['consumers']} consumers, statuses "
-                  f"{sorted(result['statuses'])}, all held after {result['held_after_s']:.1f} s, "
+            print(f"round {n + 1}: {result['consumers']} consumers, {result['answered']} "
+                  f"answered 200, statuses {sorted(result['statuses'])} (0: dropped), "
+                  f"all held after {result['held_after_s']:.1f} s, "
                   f"server RSS {result['rss_mb']:.0f} MB (peak {result['hwm_mb']:.0f} MB); "
                   f"commit -> response p50 {result['p50_ms']:.1f} ms, "
                   f"p99 {result['p99_ms']:.1f} ms, max {result['max_ms']:.1f} ms; server CPU "
@@ -287,6 +330,13 @@ def main() -> None:
                   f"({1000 * result['server_cpu_ms'] / result['consumers']:.0f} us a consumer); "
                   f"load average {os.getloadavg()[0]:.1f}", flush=True)
     finally:
+        if nginx is not None:
+            errors = [line.split(": ", 1)[-1] for line in nginx.error_log().splitlines()
+                      if re.search(r"\[(warn|error|crit|alert|emerg)\]", line)]
+            print(f"nginx error log: {len(errors)} warnings or errors" +
+                  "".join(f"\n  {errors.count(line)} x {line}" for line in sorted(set(errors))),
+                  flush=True)
+            nginx.stop()
         server.send_signal(signal.SIGTERM)
         try:
             server.wait(timeout=20)

@@ -254,7 +254,9 @@ def start_nginx() -> subprocess.Popen:
               "FEEDPUB_SECURE_HSTS_SECONDS": "0", "FEEDPUB_SECURE_HSTS_INCLUDE_SUBDOMAINS": "false",
               "FEEDPUB_SECURE_HSTS_PRELOAD": "false",
               # No long polls here (bench/longpoll.py measures them): the same upstream.
-              "FEEDPUB_LONGPOLL_UPSTREAM": f"127.0.0.1:{WEB_PORT}"}
+              "FEEDPUB_LONGPOLL_UPSTREAM": f"127.0.0.1:{WEB_PORT}",
+              # Upstreams by address here: the resolver is never asked.
+              "NGINX_RESOLVER": "127.0.0.1 valid=10s ipv6=off"}
     text = NGINX_TEMPLATE.read_text()
     for name, value in values.items():  # what the nginx image's envsubst does
         text = text.replace("${" + name + "}", value)

@@ -27,5 +27,11 @@ preload_app = True
 accesslog = os.environ.get("GUNICORN_ACCESSLOG") or None
 errorlog = "-"
 loglevel = os.environ.get("GUNICORN_LOGLEVEL", "info")
+# gunicorn's control socket (`gunicornc`), off unless GUNICORN_CONTROL_SOCKET names a path:
+# by default it goes in $HOME/.gunicorn/, which the image's user cannot write (/app), and
+# gunicorn then warns at every start.
+control_socket_disable = not os.environ.get("GUNICORN_CONTROL_SOCKET")
+if not control_socket_disable:
+    control_socket = os.environ["GUNICORN_CONTROL_SOCKET"]
 # Behind the proxy, trust its X-Forwarded-* headers (the proxy is the only way in).
 forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "*")

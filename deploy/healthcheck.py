@@ -1,7 +1,13 @@
-"""The web container's health check: GET /healthz from the gunicorn in this container.
+"""The app containers' health checks (the Dockerfile's HEALTHCHECK, docker-compose.yml):
 
-Run by Docker (the Dockerfile's HEALTHCHECK, docker-compose.yml) as `python
-deploy/healthcheck.py`; exit status 0 when /healthz answers 200, 1 otherwise.
+    python deploy/healthcheck.py             GET /healthz from the gunicorn in this container
+    python deploy/healthcheck.py HOST:PORT   GET /healthz from another server (the long-poll
+                                             service's uvicorn)
+    python deploy/healthcheck.py --database  the services without a port (sealer, websub):
+                                             their database answers a query
+
+Exit status 0 when healthy, 1 otherwise (with the reason on stderr). /healthz itself asks
+the database too (feedpub/health.py).
 
 It sends a Host that ALLOWED_HOSTS accepts: Django answers any other Host with 400 before a
 view runs, and the 127.0.0.1 it connects to is rarely one of a deployment's hosts.
@@ -38,15 +44,30 @@ def health_url(bind: str) -> str:
     return f"http://{host}:{port}/healthz"
 
 
-def main() -> int:
+def database_answers() -> int:
+    import django
+    from django.db import DatabaseError, connection
+
+    django.setup()
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+    except DatabaseError as error:
+        print(f"unhealthy: the database does not answer: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(arguments: list[str]) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "feedpub.settings")
+    if arguments == ["--database"]:
+        return database_answers()
     from django.conf import settings
 
+    bind = arguments[0] if arguments else os.environ.get("GUNICORN_BIND", "0.0.0.0:8000")  # noqa: S104
     request = urllib.request.Request(  # noqa: S310 (http on loopback)
-        health_url(os.environ.get("GUNICORN_BIND", "0.0.0.0:8000")),  # noqa: S104
-        headers={"Host": allowed_host(settings.ALLOWED_HOSTS)},
-    )
+        health_url(bind), headers={"Host": allowed_host(settings.ALLOWED_HOSTS)})
     try:
         with urllib.request.urlopen(request, timeout=2) as response:  # noqa: S310
             return 0 if response.status == 200 else 1
@@ -57,4 +78,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

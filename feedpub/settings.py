@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -118,9 +118,9 @@ if not re.fullmatch(_OAI_DOMAIN, FEEDPUB_OAI_REPOSITORY_ID or ""):
 FEEDPUB_OAI_ADMIN_EMAIL = env("FEEDPUB_OAI_ADMIN_EMAIL", f"feedpub@{FEEDPUB_OAI_REPOSITORY_ID}")
 if not re.fullmatch(r"\S+@(\S+\.)+\S+", FEEDPUB_OAI_ADMIN_EMAIL or ""):
     raise ImproperlyConfigured("FEEDPUB_OAI_ADMIN_EMAIL must be an e-mail address")
-# Bytes of final archive pages each process keeps in memory; the newest subscription
-# documents take up to 1/8 more (archives/documents/base.py). Per gunicorn worker: 72 MiB a
-# worker by default (README "Deployment").
+# Bytes of final archive pages each process keeps in memory; subscription documents,
+# gzip-encoded documents and pages for people take up to 1/8 more each, date routes 1/64,
+# and charts 8 MiB: 97 MiB a gunicorn worker by default (docs/deploying/compose.md).
 FEEDPUB_PAGE_CACHE_BYTES = envint("FEEDPUB_PAGE_CACHE_BYTES", str(64 * 1024 * 1024))
 
 # WebSub (W3C): feedpub is its own hub at /websub/ (archives/push/); the websub_worker
@@ -235,9 +235,44 @@ TEMPLATES = [
     },
 ]
 
+# --- Operations: the database URL and the shared cache --------------------------------------
+def database_url() -> str:
+    """DATABASE_URL; else one built from POSTGRES_HOST and the postgres image's own variables
+    (POSTGRES_USER, POSTGRES_PASSWORD, POSTGRES_DB; each may come from a NAME_FILE, as Docker
+    secrets do), each quoted so that a password with `/`, `#` or `@` stays one password;
+    else SQLite in the project folder."""
+    url = env("DATABASE_URL")
+    if url:
+        return url
+    host = env("POSTGRES_HOST")
+    if not host:
+        return f"sqlite:///{BASE_DIR / 'db.sqlite3'}"
+    user = env("POSTGRES_USER", "postgres") or "postgres"
+    password = env("POSTGRES_PASSWORD", "") or ""
+    name = env("POSTGRES_DB", "") or user  # the postgres image's default
+    return (f"postgres://{quote(user, safe='')}:{quote(password, safe='')}@{host}:"
+            f"{env('POSTGRES_PORT', '5432')}/{quote(name, safe='')}")
+
+
+# Request counts (the API's and the hub's rates, archives/db/cache.py) must be shared by every
+# web worker and container, or N workers allow N times a rate. Redis when FEEDPUB_REDIS_URL
+# is set (redis://host:6379/0, atomic and off the database); else the database's own table
+# (created by `manage.py migrate`), which needs nothing more.
+FEEDPUB_REDIS_URL = env("FEEDPUB_REDIS_URL", "") or ""
+if FEEDPUB_REDIS_URL:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
+                          "LOCATION": FEEDPUB_REDIS_URL, "KEY_PREFIX": "feedpub"}}
+else:
+    CACHES = {"default": {
+        "BACKEND": "archives.db.cache.LockingDatabaseCache",
+        "LOCATION": "feedpub_cache",
+        # Counts of the current window only (the older expire): room for 100,000 clients.
+        "OPTIONS": {"MAX_ENTRIES": 100_000},
+    }}
+
 DATABASES = {
     "default": dj_database_url.parse(
-        env("DATABASE_URL") or f"sqlite:///{BASE_DIR / 'db.sqlite3'}",
+        database_url(),
         conn_max_age=envint("CONN_MAX_AGE", "600"),
         # Off by default (Django's default): the check is one more round trip on every
         # request, which doubled the cost of a subscription poll; a connection that died
@@ -264,8 +299,8 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 
-# Request rates allowed per API client (archives/api/throttling.py), counted per process:
-# anonymous clients by address, the others by user (token).
+# Request rates allowed per API client (archives/api/throttling.py), counted in the shared
+# cache (CACHES above): anonymous clients by address, the others by user (token).
 FEEDPUB_API_ANON_RATE = envrate("FEEDPUB_API_ANON_RATE", "600/minute")
 FEEDPUB_API_USER_RATE = envrate("FEEDPUB_API_USER_RATE", "6000/minute")
 
@@ -288,9 +323,10 @@ REST_FRAMEWORK = {
         "archives.api.throttling.AnonThrottle",
         "archives.api.throttling.UserThrottle",
     ],
-    # A client's address for the anonymous rate: the last X-Forwarded-For entry, the one
-    # the deploy's nginx appends (DRF's default takes the whole header, which a client
-    # writes). 0 when clients reach gunicorn directly.
+    # A client's address for the anonymous rate: the X-Forwarded-For entry this many from
+    # the end; 1, the one the deploy's nginx appends (DRF's default takes the whole header,
+    # which a client writes); 2 with a TLS terminator in front of nginx (.env.example);
+    # 0 when clients reach gunicorn directly.
     "NUM_PROXIES": envint("FEEDPUB_API_PROXIES", "1"),
 }
 SPECTACULAR_SETTINGS = {
@@ -322,7 +358,9 @@ STATIC_ROOT = BASE_DIR / "staticfiles"
 STORAGES = {
     # Django's defaults, which a STORAGES setting replaces...
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    # ...except that collectstatic also writes a gzip twin of each text file, which
+    # whitenoise serves to clients that accept gzip (the admin's and Swagger UI's scripts).
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
     # ...and where sealed pages are exported (see FEEDPUB_PAGES_STORAGE above).
     "feedpub_pages": FEEDPUB_PAGES_STORAGE,
 }

@@ -1,6 +1,7 @@
 """The deploy nginx, run for real: deploy/nginx/feedpub.conf.template rendered as the nginx
-image renders it (envsubst of the compose file's variables), included in a minimal
-nginx.conf of our own, in front of any HTTP server (the live server, or a stub).
+image renders it (envsubst of the compose file's variables), included by the deploy's own
+nginx.conf (its paths moved into a work directory), in front of any HTTP server (the live
+server, or a stub).
 
 Without nginx these tests skip; with FEEDPUB_REQUIRE_NGINX set (.ci/run sets it) they fail
 instead, so that CI never passes without having run them.
@@ -13,6 +14,7 @@ import http.client
 import os
 import pwd
 import re
+import resource
 import shutil
 import socket
 import subprocess
@@ -24,11 +26,12 @@ from .external import require
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = ROOT / "deploy" / "nginx" / "feedpub.conf.template"
+MAIN_CONFIG = ROOT / "deploy" / "nginx" / "nginx.conf"
 VARIABLES = ("NGINX_PORT", "FEEDPUB_UPSTREAM", "FEEDPUB_LONGPOLL_UPSTREAM", "NGINX_CACHE_DIR",
              "NGINX_CACHE_SIZE", "FEEDPUB_PAGES_DIR", "FEEDPUB_BASE_URL", "FEEDPUB_MAX_AGE",
              "FEEDPUB_SECURE_SSL_REDIRECT", "FEEDPUB_SECURE_HSTS_SECONDS",
-             "FEEDPUB_SECURE_HSTS_INCLUDE_SUBDOMAINS", "FEEDPUB_SECURE_HSTS_PRELOAD")
-
+             "FEEDPUB_SECURE_HSTS_INCLUDE_SUBDOMAINS", "FEEDPUB_SECURE_HSTS_PRELOAD",
+             "NGINX_RESOLVER")
 
 
 def nginx_binary() -> str | None:
@@ -64,28 +67,31 @@ def free_port() -> int:
 
 
 def main_config(workdir: Path, include: Path) -> str:
-    """A minimal nginx.conf: everything in `workdir`, workers run as the current user."""
-    user = ""
+    """The deploy's nginx.conf (deploy/nginx/nginx.conf), as run here: its paths in
+    `workdir`, in the foreground, workers as the current user, and at most the open files
+    this machine's hard limit allows. Every other line is the deploy's."""
+    user = "# (not root: nginx keeps its own user)"
     if os.geteuid() == 0:  # else nginx runs its workers as nobody, who cannot use workdir
         user = f"user {pwd.getpwuid(os.geteuid()).pw_name} {grp.getgrgid(os.getegid()).gr_name};"
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     temp = workdir / "temp"
-    return f"""
-daemon off;
-worker_processes 1;
-{user}
-pid {workdir}/nginx.pid;
-error_log {workdir}/error.log info;
-events {{ worker_connections 256; }}
-http {{
-    access_log {workdir}/access.log;
-    client_body_temp_path {temp}/body;
-    proxy_temp_path {temp}/proxy;
-    fastcgi_temp_path {temp}/fastcgi;
-    uwsgi_temp_path {temp}/uwsgi;
-    scgi_temp_path {temp}/scgi;
-    include {include};
-}}
-"""
+    text = MAIN_CONFIG.read_text()
+    for old, new in (
+        ("user  nginx;", f"{user}\ndaemon off;"),
+        ("worker_rlimit_nofile 65536;",
+         f"worker_rlimit_nofile {65536 if hard == resource.RLIM_INFINITY else min(65536, hard)};"),
+        ("error_log  /var/log/nginx/error.log notice;", f"error_log {workdir}/error.log info;"),
+        ("pid        /var/run/nginx.pid;", f"pid {workdir}/nginx.pid;"),
+        ("access_log  /var/log/nginx/access.log  main;",
+         f"access_log {workdir}/access.log main;\n"
+         f"    client_body_temp_path {temp}/body;\n    proxy_temp_path {temp}/proxy;\n"
+         f"    fastcgi_temp_path {temp}/fastcgi;\n    uwsgi_temp_path {temp}/uwsgi;\n"
+         f"    scgi_temp_path {temp}/scgi;"),
+        ("include /etc/nginx/conf.d/*.conf;", f"include {include};"),
+    ):
+        assert text.count(old) == 1, f"deploy/nginx/nginx.conf no longer has {old!r}"
+        text = text.replace(old, new)
+    return text
 
 
 @dataclass
@@ -111,6 +117,8 @@ class Nginx:
     base_url: str | None = None  # FEEDPUB_BASE_URL (default: nginx's own URL)
     max_age: int = 60  # FEEDPUB_MAX_AGE
     long_poll: str | None = None  # FEEDPUB_LONGPOLL_UPSTREAM, if not `upstream`
+    # NGINX_RESOLVER: the DNS server for upstreams given by name (unused for addresses)
+    resolver: str = "127.0.0.1 valid=10s ipv6=off"
     # FEEDPUB_SECURE_*: feedpub's SECURE_SSL_REDIRECT, SECURE_HSTS_SECONDS,
     # SECURE_HSTS_INCLUDE_SUBDOMAINS, SECURE_HSTS_PRELOAD (the test settings' by default)
     secure: dict[str, str] = field(default_factory=lambda: {
@@ -135,6 +143,7 @@ class Nginx:
             "FEEDPUB_BASE_URL": self.base_url or self.url,
             "FEEDPUB_MAX_AGE": str(self.max_age),
             **{f"FEEDPUB_SECURE_{name}": value for name, value in self.secure.items()},
+            "NGINX_RESOLVER": self.resolver,
         })
         if self.edit is not None:
             text = self.edit(text)

@@ -47,8 +47,8 @@ def token_client(user: User) -> APIClient:
 
 
 @pytest.fixture(autouse=True)
-def _fresh_throttles():
-    # Request counts live in the default cache, which outlives each test's database.
+def _fresh_throttles(db):
+    # Request counts live in the shared cache's table, which transactional tests keep.
     cache.clear()
     yield
     cache.clear()

@@ -45,7 +45,8 @@ def bench_module():
 
 def entrypoint_commands() -> dict[str, str]:
     """The `case` arms of deploy/entrypoint.sh: name -> the command it execs."""
-    return dict(re.findall(r"^  (\w+)\)\n\s+exec (.+)$", ENTRYPOINT, re.MULTILINE))
+    return dict(re.findall(r"^  (\w+)\)\n(?:(?!\s+exec ).*\n)*?\s+exec (.+)$", ENTRYPOINT,
+                           re.MULTILINE))
 
 
 def test_the_image_runs_every_process_through_the_entrypoint():
@@ -82,6 +83,12 @@ def test_the_benchmark_runs_the_same_commands_as_compose():
         assert bench[constant] == [bench["ENTRYPOINT"], *SERVICES[name]["command"]]
         assert f"start({constant}" in source or f"sh(*{constant}" in source
     assert "NGINX_TEMPLATE = ROOT / \"deploy\" / \"nginx\" / \"feedpub.conf.template\"" in source
+
+
+def test_the_benchmark_renders_every_variable_of_the_template():
+    _, source = bench_module()
+    body = source.split("def start_nginx()", 1)[1].split("text = NGINX_TEMPLATE", 1)[0]
+    assert set(re.findall(r'"([A-Z_]+)": ', body)) == set(VARIABLES)
 
 
 def test_the_websub_benchmark_runs_the_worker_as_compose_does():
@@ -149,7 +156,7 @@ def test_the_renderer_does_what_envsubst_does():
               "FEEDPUB_MAX_AGE": "60", "FEEDPUB_LONGPOLL_UPSTREAM": "longpoll:8001",
               "FEEDPUB_SECURE_SSL_REDIRECT": "true", "FEEDPUB_SECURE_HSTS_SECONDS": "31536000",
               "FEEDPUB_SECURE_HSTS_INCLUDE_SUBDOMAINS": "true",
-              "FEEDPUB_SECURE_HSTS_PRELOAD": "true"}
+              "FEEDPUB_SECURE_HSTS_PRELOAD": "true", "NGINX_RESOLVER": "127.0.0.11 valid=10s"}
     shell_format = " ".join(f"${{{name}}}" for name in values)
     real = subprocess.run(["envsubst", shell_format], input=TEMPLATE.read_text(),  # noqa: S603, S607
                           env={**os.environ, **values}, capture_output=True, text=True,
@@ -309,3 +316,330 @@ def test_the_container_health_check_passes_whatever_allowed_hosts_says(live_serv
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5)  # noqa: S310
     assert refused.value.code == 400
+
+
+# Secrets stay out of git and the image ----------------------------------------------------
+
+def dockerignored(path: str) -> bool:
+    """Whether `docker build` leaves `path` out of the context, as Docker reads .dockerignore:
+    each pattern (Go's filepath.Match, plus `**`) matches the path or a folder above it, a
+    `!` pattern takes it back in, and the last pattern that matches decides."""
+    ignored = False
+    for line in (ROOT / ".dockerignore").read_text().splitlines():
+        pattern = line.strip()
+        if not pattern or pattern.startswith("#"):
+            continue
+        keep = pattern.startswith("!")
+        pattern = pattern.lstrip("!").strip("/")
+        regex = "".join(".*" if part == "**" else re.escape(part).replace(r"\*", "[^/]*")
+                        .replace(r"\?", "[^/]") for part in re.split(r"(\*\*)", pattern))
+        if re.fullmatch(rf"{regex}(/.*)?", path):
+            ignored = not keep
+    return ignored
+
+
+SECRET_FILES = [".env", ".env.production", ".env.local", ".envrc"]
+
+
+@pytest.mark.parametrize("path", SECRET_FILES)
+def test_filled_in_env_files_stay_out_of_the_image_and_out_of_git(path):
+    assert dockerignored(path)
+    ignored = subprocess.run(["git", "check-ignore", "--no-index", "-q", path], cwd=ROOT,  # noqa: S603, S607
+                             check=False)
+    assert ignored.returncode == 0, f"git would commit {path}"
+
+
+def test_the_example_and_the_code_go_into_the_image_and_into_git():
+    for path in (".env.example", "manage.py", "deploy/entrypoint.sh", "deploy/constraints.txt"):
+        assert not dockerignored(path), path
+    ignored = subprocess.run(["git", "check-ignore", "--no-index", "-q", ".env.example"],  # noqa: S607
+                             cwd=ROOT, check=False)
+    assert ignored.returncode == 1
+
+
+# The entrypoint: NAME_FILE and open files ---------------------------------------------------
+
+SHELLS = [shell for shell in ("sh", "bash") if shutil.which(shell)]
+# What docker compose itself reads from .env to fill in docker-compose.yml: no file can stand
+# in for these (.env.example's header says so).
+COMPOSE_READS = {"POSTGRES_USER", "POSTGRES_DB", "FEEDPUB_BASE_URL", "FEEDPUB_MAX_AGE",
+                 "SECURE_SSL_REDIRECT", "SECURE_HSTS_SECONDS", "SECURE_HSTS_INCLUDE_SUBDOMAINS",
+                 "SECURE_HSTS_PRELOAD", "FEEDPUB_PAGE_CACHE_BYTES",
+                 "FEEDPUB_WEBSUB_CALLBACK_HOSTS", "HTTP_PORT", "NGINX_CACHE_SIZE",
+                 "POSTGRES_PASSWORD_FILE"}
+
+
+def run_entrypoint(shell: str, *command: str, env: dict[str, str],
+                   limit: str = "") -> subprocess.CompletedProcess:
+    """deploy/entrypoint.sh under `shell` with only `env` (and PATH), after `limit` (a ulimit
+    command), as a container runs it."""
+    base = {"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+            "DJANGO_SETTINGS_MODULE": "feedpub.settings"}
+    script = f"{limit}\nexec {shell} deploy/entrypoint.sh \"$@\""
+    return subprocess.run([shell, "-c", script, shell, *command], cwd=ROOT,  # noqa: S603
+                          env={**base, **env}, capture_output=True, text=True, check=False,
+                          timeout=60)
+
+
+def settings_reads() -> set[str]:
+    source = (ROOT / "feedpub" / "settings.py").read_text()
+    return set(re.findall(r'env(?:bool|int|rate)?\(\s*"([A-Z0-9_]+)"', source))
+
+
+def entrypoint_file_variables() -> set[str]:
+    loop = re.search(r"^for name in (.*?); do$", ENTRYPOINT, re.MULTILINE | re.DOTALL).group(1)
+    return set(loop.replace("\\", " ").split())
+
+
+def test_every_variable_of_the_example_can_come_from_a_file():
+    example = set(re.findall(r"^([A-Z_]+)=", (ROOT / ".env.example").read_text(), re.MULTILINE))
+    header = (ROOT / ".env.example").read_text().split("\n\n")[0]
+    for name in COMPOSE_READS - {"POSTGRES_PASSWORD_FILE"}:
+        named = name in header or (name.startswith("SECURE_") and "SECURE_*" in header)
+        assert named, f".env.example's header should name {name} as compose's"
+    from_files = settings_reads() | entrypoint_file_variables()
+    assert example - COMPOSE_READS - from_files == set()
+
+
+def test_what_the_processes_read_before_the_settings_can_come_from_a_file():
+    scripts = ENTRYPOINT + (ROOT / "deploy" / "gunicorn.conf.py").read_text()
+    read = set(re.findall(r'\$\{([A-Z][A-Z0-9_]*):-', scripts))
+    read |= set(re.findall(r'os\.environ(?:\.get\(|\[)"([A-Z][A-Z0-9_]*)"', scripts))
+    assert read - {"PATH"} <= entrypoint_file_variables() | settings_reads()
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_gunicorn_settings_come_from_files(tmp_path, shell):
+    (tmp_path / "workers").write_text("7\n")
+    read = "import runpy; print(runpy.run_path('deploy/gunicorn.conf.py')['workers'])"
+    result = run_entrypoint(shell, "python", "-c", read,
+                            env={"WEB_CONCURRENCY_FILE": str(tmp_path / "workers")})
+    assert result.stdout.strip() == "7", result.stderr
+    both = run_entrypoint(shell, "true", env={"WEB_CONCURRENCY_FILE": str(tmp_path / "workers"),
+                                              "WEB_CONCURRENCY": "2"})
+    assert both.returncode == 1
+    assert "both WEB_CONCURRENCY and WEB_CONCURRENCY_FILE" in both.stderr
+    unrelated = run_entrypoint(shell, "sh", "-c", 'echo "$SSL_CERT_FILE"',
+                               env={"SSL_CERT_FILE": "/etc/ssl/certs/ca-certificates.crt"})
+    assert unrelated.stdout.strip() == "/etc/ssl/certs/ca-certificates.crt"  # not ours
+
+
+DATABASE = ("import django; django.setup(); from django.conf import settings; "
+            "d = settings.DATABASES['default']; print(d['HOST'], d['PORT'], d['USER'], d['NAME']);"
+            " print(d['PASSWORD'])")
+
+
+@pytest.mark.parametrize("password", ["p/ss#word@host:1?x=y%", "plain"])
+def test_the_database_password_comes_from_a_file_with_any_characters(tmp_path, password):
+    """As compose gives it: POSTGRES_HOST=db and POSTGRES_PASSWORD_FILE, the secret that the
+    postgres image reads too."""
+    (tmp_path / "password").write_text(password + "\n")
+    result = run_entrypoint(SHELLS[0], "python", "-c", DATABASE, env={
+        "POSTGRES_HOST": "db", "POSTGRES_USER": "feedpub", "POSTGRES_DB": "feedpub",
+        "POSTGRES_PASSWORD_FILE": str(tmp_path / "password")})
+    assert result.stdout.splitlines() == ["db 5432 feedpub feedpub", password], result.stderr
+
+
+def test_a_database_url_from_the_environment_wins():
+    result = run_entrypoint(SHELLS[0], "python", "-c", DATABASE, env={
+        "DATABASE_URL": "postgres://u:pw@elsewhere:6543/x", "POSTGRES_HOST": "db"})
+    assert result.stdout.splitlines() == ["elsewhere 6543 u x", "pw"], result.stderr
+
+
+@pytest.fixture
+def fake_uvicorn(tmp_path):
+    """A `uvicorn` that prints its soft open-file limit: what the service would start with."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "uvicorn").write_text("#!/bin/sh\nulimit -Sn\n")
+    (bin_dir / "uvicorn").chmod(0o755)
+    return str(bin_dir)
+
+
+def hard_limit() -> int:
+    import resource
+
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_the_long_poll_service_raises_its_open_file_limit(fake_uvicorn, shell):
+    needed = 2000 + 256  # LONGPOLL_LIMIT_CONCURRENCY + 256
+    if hard_limit() < needed:
+        pytest.skip("this machine's hard limit is too low")
+    result = run_entrypoint(shell, "longpoll", limit="ulimit -Sn 1024",
+                            env={"PATH": f"{fake_uvicorn}:{os.environ['PATH']}",
+                                 "LONGPOLL_LIMIT_CONCURRENCY": "2000"})
+    assert result.returncode == 0, result.stderr
+    assert int(result.stdout) >= needed
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_the_long_poll_service_refuses_a_limit_it_cannot_raise(fake_uvicorn, shell):
+    result = run_entrypoint(shell, "longpoll", limit="ulimit -n 1024",  # soft and hard
+                            env={"PATH": f"{fake_uvicorn}:{os.environ['PATH']}"})
+    assert result.returncode == 1
+    assert result.stdout == ""  # never started
+    assert "open-file limit is 1024" in result.stderr
+    assert "ulimits: nofile" in result.stderr
+
+
+def test_nginx_asks_docker_dns_for_the_upstreams_every_ten_seconds():
+    """Docker's DNS answers with a TTL of 600 s: without `valid`, a recreated container's new
+    address would wait ten minutes."""
+    assert SERVICES["nginx"]["environment"]["NGINX_RESOLVER"] == "127.0.0.11 valid=10s ipv6=off"
+    template = TEMPLATE.read_text()
+    assert "resolver ${NGINX_RESOLVER};" in template
+    assert "upstream " not in re.sub(r"#.*", "", template)  # no name resolved once at start
+    targets = re.findall(r"proxy_pass (\S+);", template)
+    assert targets
+    assert all(target.startswith("$") for target in targets), targets
+
+
+def test_compose_gives_the_busy_services_the_open_files_they_check_for():
+    nginx_conf = (ROOT / "deploy" / "nginx" / "nginx.conf").read_text()
+    rlimit = int(re.search(r"^worker_rlimit_nofile (\d+);", nginx_conf, re.MULTILINE).group(1))
+    connections = int(re.search(r"worker_connections\s+(\d+);", nginx_conf).group(1))
+    assert connections >= 2 * 10_000  # two a long poll, for LONGPOLL_LIMIT_CONCURRENCY polls
+    assert rlimit >= connections
+    assert SERVICES["nginx"]["ulimits"]["nofile"]["hard"] >= rlimit
+    assert "./deploy/nginx/nginx.conf:/etc/nginx/nginx.conf:ro" in SERVICES["nginx"]["volumes"]
+    for name in ("longpoll", "websub", "web"):
+        assert SERVICES[name]["ulimits"]["nofile"]["hard"] >= 10_000 + 256
+
+
+# Health checks ------------------------------------------------------------------------------
+
+def test_every_long_running_service_has_a_health_check():
+    for name, service in SERVICES.items():
+        check = service.get("healthcheck", {})
+        if name == "migrate":  # a one-shot: what counts is that it completed
+            assert check == {"disable": True}
+            continue
+        assert not check.get("disable"), name
+        assert check["test"][0] in {"CMD", "CMD-SHELL"}, name
+
+
+@pytest.mark.parametrize("name", ["sealer", "websub"])
+def test_the_services_without_a_port_check_their_database(name, db):
+    assert SERVICES[name]["healthcheck"]["test"] == [*HEALTHCHECK, "--database"]
+    assert healthcheck_module().main(["--database"]) == 0
+    with mock.patch("django.db.backends.utils.CursorWrapper.execute",
+                    side_effect=DatabaseError("connection refused")):
+        assert healthcheck_module().main(["--database"]) == 1
+
+
+def test_the_long_poll_service_is_checked_at_its_own_port():
+    port = SERVICES["longpoll"]["environment"]["LONGPOLL_PORT"]
+    assert SERVICES["longpoll"]["healthcheck"]["test"] == [*HEALTHCHECK, f"127.0.0.1:{port}"]
+    assert healthcheck_module().health_url(f"127.0.0.1:{port}") == \
+        f"http://127.0.0.1:{port}/healthz"
+
+
+def test_the_nginx_health_check_passes_against_the_deploy_nginx(tmp_path):
+    """docker-compose.yml's command, run against the deploy's nginx on a port of this machine
+    (bash and the tools it uses are in the nginx image, as in every Debian image)."""
+    require_nginx()
+    nginx = Nginx(tmp_path / "nginx", "127.0.0.1:9").start()  # no upstream needed
+    try:
+        command = [part.replace("/127.0.0.1/80 ", f"/127.0.0.1/{nginx.port} ")
+                   for part in SERVICES["nginx"]["healthcheck"]["test"][1:]]
+        assert command != SERVICES["nginx"]["healthcheck"]["test"][1:]
+        assert subprocess.run(command, check=False, timeout=10).returncode == 0  # noqa: S603
+    finally:
+        nginx.stop()
+    assert subprocess.run(command, check=False, timeout=10,  # noqa: S603
+                          capture_output=True).returncode != 0  # and fails when it is down
+
+
+# Sizes, pins, static files, gunicorn ------------------------------------------------------
+
+def test_every_file_gives_one_page_cache_size_and_the_code_agrees():
+    from archives.documents import base, feeds
+    from archives.html import activity, pages
+
+    caches = [base.final_pages, base.subscription_bodies, base.gzipped_bodies,
+              pages.rendered, feeds.sealed_pages_by_date, activity.charts]
+    default = 64 * 1024 * 1024
+    scale = default / base.final_pages.max_bytes  # the tests may run with another size
+    mib = round(sum(cache.max_bytes for cache in caches) * scale / 2**20)
+    assert mib == 97
+    for path in (".env.example", "docker-compose.yml", "feedpub/settings.py",
+                 "docs/deploying/compose.md", "docs/deploying/settings.md",
+                 "docs/how-it-works/caching.md"):
+        text = " ".join((ROOT / path).read_text().split())
+        figures = re.findall(r"(\d+) MiB (?:a (?:gunicorn )?worker|by default)", text)
+        assert figures, path
+        assert {int(figure) for figure in figures} == {mib}, path
+
+
+def requirement_name(line: str) -> str:
+    return re.split(r"[\[=<>!~;\s]", line, maxsplit=1)[0].lower().replace("_", "-")
+
+
+def test_the_image_pins_every_package_it_installs():
+    import tomllib
+    from importlib.metadata import requires
+
+    from packaging.requirements import Requirement
+
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "-c deploy/constraints.txt" in dockerfile
+    pins = dict(line.lower().replace("_", "-").split("==") for line in
+                (ROOT / "deploy" / "constraints.txt").read_text().splitlines()
+                if line and not line.startswith("#"))
+    direct = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    for line in direct:  # the same versions as pyproject.toml
+        requirement = Requirement(line)
+        assert pins[requirement.name.lower()] == str(requirement.specifier).lstrip("=")
+    # ...and everything they pull in here, with their extras (psycopg[binary], ...).
+    seen, todo = set(), [Requirement(line) for line in direct]
+    while todo:
+        requirement = todo.pop()
+        name = requirement.name.lower().replace("_", "-")
+        assert name in pins, f"{name} is installed but not pinned in deploy/constraints.txt"
+        for extra in [*requirement.extras, ""]:
+            if (name, extra) in seen:
+                continue
+            seen.add((name, extra))
+            for line in requires(name) or []:
+                dependency = Requirement(line)
+                if dependency.marker is None or dependency.marker.evaluate(
+                        {"extra": extra} if extra else {"extra": ""}):
+                    todo.append(dependency)
+
+
+def test_static_files_are_collected_with_gzip_twins(tmp_path):
+    collect = ("import django, sys; django.setup(); from django.conf import settings; "
+               "settings.STATIC_ROOT = sys.argv[1]; from django.core.management import "
+               "call_command; call_command('collectstatic', '--noinput', '-v0', "
+               "'-i', 'swagger-ui-dist', '-i', 'redoc')")
+    result = subprocess.run([sys.executable, "-c", collect, str(tmp_path)], cwd=ROOT,  # noqa: S603
+                            env={**os.environ, "DJANGO_SETTINGS_MODULE": "feedpub.settings"},
+                            capture_output=True, text=True, check=False, timeout=120)
+    assert result.returncode == 0, result.stderr
+    script = tmp_path / "admin" / "js" / "core.js"
+    assert script.exists()
+    assert (tmp_path / "admin" / "js" / "core.js.gz").exists()
+    assert (tmp_path / "admin" / "css" / "base.css.gz").exists()
+
+
+def test_gunicorn_starts_without_a_control_socket_unless_given_one():
+    import runpy
+
+    with mock.patch.dict(os.environ, {}, clear=False):
+        os.environ.pop("GUNICORN_CONTROL_SOCKET", None)
+        config = runpy.run_path(str(ROOT / "deploy" / "gunicorn.conf.py"))
+        assert config["control_socket_disable"] is True
+        os.environ["GUNICORN_CONTROL_SOCKET"] = "/run/feedpub/gunicorn.ctl"
+        config = runpy.run_path(str(ROOT / "deploy" / "gunicorn.conf.py"))
+        assert config["control_socket_disable"] is False
+        assert config["control_socket"] == "/run/feedpub/gunicorn.ctl"
+
+
+def test_the_laptop_instructions_name_allowed_hosts():
+    for path in (".env.example", "docs/deploying/compose.md"):
+        text = " ".join((ROOT / path).read_text().split())
+        laptop = re.search(r"on a laptop[^.]*\.[^.]*\.", text)
+        assert laptop, path
+        assert "ALLOWED_HOSTS" in laptop.group(0), path

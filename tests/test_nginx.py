@@ -8,8 +8,11 @@ that are final. Needs nginx (tests/nginx_server.py: skipped without it, an error
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import json
+import resource
+import socket
 import threading
 import time
 from email.utils import parsedate_to_datetime
@@ -426,3 +429,240 @@ def test_a_long_poll_through_nginx_is_answered_when_the_feed_changes(live_server
     finally:
         nginx.stop()
         asgi.stop()
+
+
+# The scheme in the cache key --------------------------------------------------------------
+
+class SecureStubHandler(BaseHTTPRequestHandler):
+    """As feedpub with SECURE_SSL_REDIRECT: plain http (by X-Forwarded-Proto) is redirected,
+    https gets a cacheable document with HSTS."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        if self.headers.get("X-Forwarded-Proto") == "https":
+            self.send_response(200)
+            headers = {"Content-Type": "application/atom+xml", "ETag": '"v1"',
+                       "Cache-Control": "public, max-age=60",
+                       "Strict-Transport-Security": "max-age=3600"}
+            body = b"<feed/>"
+        else:
+            self.send_response(301)
+            headers = {"Location": f"https://feeds.example.org{self.path}"}
+            body = b""
+        for name, value in {**headers, "Content-Length": str(len(body))}.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_plain_http_request_gets_the_redirect_not_the_cached_https_page(tmp_path):
+    """Behind a TLS terminator nginx's own scheme is always http: keyed on it, the https
+    page (with HSTS) was the cached answer to plain http too, which feedpub redirects."""
+    require_nginx()
+    upstream = ThreadingHTTPServer(("127.0.0.1", 0), SecureStubHandler)
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    nginx = Nginx(tmp_path / "nginx", f"127.0.0.1:{upstream.server_address[1]}",
+                  edit=trust_localhost).start()
+    try:
+        for _ in range(2):  # stored, then from the cache
+            https = nginx.request("/feeds/x/", {"X-Forwarded-Proto": "https"})
+        plain = nginx.request("/feeds/x/", {"X-Forwarded-Proto": "http"})
+    finally:
+        nginx.stop()
+        upstream.shutdown()
+        upstream.server_close()
+    assert https.status == 200
+    assert https.header("X-Cache-Status") == "HIT"
+    assert https.header("Strict-Transport-Security") == "max-age=3600"
+    assert plain.status == 301, describe(plain)
+    assert plain.header("Location") == "https://feeds.example.org/feeds/x/"
+    assert plain.header("Strict-Transport-Security") is None
+
+
+# Rates per client behind two proxies ------------------------------------------------------
+
+def test_one_client_throttled_behind_two_proxies_leaves_the_other_alone(deployed, settings):
+    """A TLS terminator in front of nginx appends the client's address to X-Forwarded-For,
+    nginx appends the terminator's: with FEEDPUB_API_PROXIES=2 each client is counted by
+    its own address. With 1 (nginx alone) both counted as the terminator, and one client's
+    429 was the other's."""
+    from django.core.cache import cache
+
+    settings.FEEDPUB_API_ANON_RATE = "2/hour"
+    FeedFactory(slug="deployed")
+    alice, bob = {"X-Forwarded-For": "203.0.113.5"}, {"X-Forwarded-For": "198.51.100.7"}
+
+    def codes(proxies, *clients):
+        cache.clear()
+        settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "NUM_PROXIES": proxies}
+        return [deployed.request("/api/feeds/", client).status for client in clients]
+
+    assert codes(2, alice, alice, alice, bob) == [200, 200, 429, 200]
+    assert codes(1, alice, alice, bob) == [200, 200, 429]  # why the setting matters
+
+
+# Upstreams resolved while nginx runs ------------------------------------------------------
+
+class DnsStub:
+    """A DNS server answering A queries for the names in `addresses` (TTL 1 s), NXDOMAIN
+    for any other: the part of Docker's DNS that nginx's resolver uses."""
+
+    def __init__(self):
+        self.addresses: dict[str, str] = {}
+        self.socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.socket.bind(("127.0.0.1", 0))
+        self.port = self.socket.getsockname()[1]
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self):
+        while True:
+            try:
+                query, peer = self.socket.recvfrom(512)
+            except OSError:
+                return
+            self.socket.sendto(self.answer(query), peer)
+
+    def answer(self, query: bytes) -> bytes:
+        labels, at = [], 12
+        while query[at]:
+            labels.append(query[at + 1:at + 1 + query[at]].decode())
+            at += query[at] + 1
+        question = query[12:at + 5]
+        address = self.addresses.get(".".join(labels).lower())
+        if int.from_bytes(query[at + 1:at + 3], "big") != 1:  # not an A query
+            address = None
+        header = query[:2] + bytes([0x81, 0x80 if address else 0x83])  # answer / NXDOMAIN
+        header += (1).to_bytes(2, "big") + (1 if address else 0).to_bytes(2, "big") + bytes(4)
+        record = b""
+        if address:
+            record = (b"\xc0\x0c" + (1).to_bytes(2, "big") * 2 + (1).to_bytes(4, "big")
+                      + (4).to_bytes(2, "big") + socket.inet_aton(address))
+        return header + question + record
+
+    def close(self):
+        self.socket.close()
+
+
+def named_server(address: str, port: int, name: str) -> ThreadingHTTPServer:
+    server = ThreadingHTTPServer((address, port), NamedStubHandler)
+    server.name, server.requests = name, 0
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def test_nginx_starts_without_its_upstreams_and_follows_their_addresses(tmp_path):
+    """docker-compose.yml's `web` and `longpoll` are names that Docker's DNS answers only
+    while their containers exist, with a new address for a recreated one."""
+    require_nginx()
+    dns = DnsStub()
+    port = nginx_server.free_port()
+    nginx = Nginx(tmp_path / "nginx", f"web.feedpub.test:{port}",
+                  resolver=f"127.0.0.1:{dns.port} valid=1s ipv6=off").start()
+    servers = []
+    try:
+        assert nginx.request("/anything").status == 502  # started, though `web` is unknown
+        servers.append(named_server("127.0.0.1", port, "first"))
+        dns.addresses["web.feedpub.test"] = "127.0.0.1"
+        time.sleep(1.5)  # the unknown name's answer expires (valid=1s)
+        assert nginx.request("/anything").body == b"first"
+        # The container is recreated elsewhere: the same name, a new address.
+        servers.append(named_server("127.0.0.2", port, "second"))
+        servers[0].shutdown()
+        servers[0].server_close()
+        dns.addresses["web.feedpub.test"] = "127.0.0.2"
+        time.sleep(1.5)
+        assert nginx.request("/anything").body == b"second"
+    finally:
+        nginx.stop()
+        dns.close()
+        for server in servers[1:]:
+            server.shutdown()
+            server.server_close()
+
+
+# Many long polls through the deploy's nginx.conf ---------------------------------------------
+
+class HeldPolls:
+    """A long-poll service stand-in: holds every request until released, then answers 200."""
+
+    def __init__(self):
+        self.held = 0
+        self.loop = asyncio.new_event_loop()
+        self.ready = threading.Event()
+        threading.Thread(target=self.loop.run_forever, daemon=True).start()
+        self.release = asyncio.run_coroutine_threadsafe(self._event(), self.loop).result()
+        self.server = asyncio.run_coroutine_threadsafe(
+            asyncio.start_server(self.answer, "127.0.0.1", 0, backlog=4096), self.loop).result()
+        self.port = self.server.sockets[0].getsockname()[1]
+
+    async def _event(self):
+        return asyncio.Event()
+
+    async def answer(self, reader, writer):
+        await reader.readuntil(b"\r\n\r\n")
+        self.held += 1
+        await self.release.wait()
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+        await writer.drain()
+        writer.close()
+
+    def answer_all(self):
+        self.loop.call_soon_threadsafe(self.release.set)
+
+    def close(self):
+        self.loop.call_soon_threadsafe(self.server.close)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+
+async def poll(port: int) -> int:
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /feeds/x/ HTTP/1.1\r\nHost: 127.0.0.1\r\nPrefer: wait=30\r\n\r\n")
+        await writer.drain()
+        status = int((await reader.readuntil(b"\r\n")).split()[1])
+        writer.close()
+        return status
+    except (OSError, asyncio.IncompleteReadError, ValueError):
+        return 0  # refused, or closed without an answer
+
+
+POLLS = 1500  # what the image's 1,024 connections a worker dropped a third of
+
+
+def test_nginx_holds_every_long_poll_of_a_burst(tmp_path):
+    """Each poll holds two nginx connections (the client's, the service's): with the image's
+    nginx.conf (1,024 a worker) 542 of 1,500 polls were dropped. bench/longpoll.py
+    --through-nginx measures 5,000."""
+    require_nginx()
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    needed = 2 * POLLS + 200  # this process holds both ends
+    if soft < needed:
+        if hard < needed:
+            pytest.skip(f"needs {needed} open files; the hard limit is {hard}")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
+    service = HeldPolls()
+    nginx = Nginx(tmp_path / "nginx", "127.0.0.1:9",
+                  long_poll=f"127.0.0.1:{service.port}").start()
+    try:
+        async def burst():
+            polls = [asyncio.ensure_future(poll(nginx.port)) for _ in range(POLLS)]
+            deadline = time.monotonic() + 60
+            while service.held < POLLS and time.monotonic() < deadline:
+                if all(p.done() for p in polls):
+                    break
+                await asyncio.sleep(0.1)
+            held = service.held
+            service.answer_all()
+            return held, await asyncio.gather(*polls)
+
+        held, statuses = asyncio.run(burst())
+    finally:
+        nginx.stop()
+        service.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert held == POLLS
+    assert statuses.count(200) == POLLS, {s: statuses.count(s) for s in set(statuses)}

@@ -45,8 +45,8 @@ def _local_callbacks(settings):
 
 
 @pytest.fixture(autouse=True)
-def _fresh_throttle():
-    cache.clear()  # the hub's request counts (Django's default cache)
+def _fresh_throttle(db):
+    cache.clear()  # the hub's request counts (the shared cache, kept by transactional tests)
     yield
     cache.clear()
 

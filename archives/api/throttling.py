@@ -2,8 +2,8 @@
 
 The rates are read per request from FEEDPUB_API_ANON_RATE and FEEDPUB_API_USER_RATE
 (DRF's own DEFAULT_THROTTLE_RATES is bound once, when DRF is imported); None means no
-limit. Counts live in Django's default cache: per process unless CACHES names a shared
-one, so N web workers allow up to N times the rate.
+limit. Counts live in the shared cache (archives/db/cache.py), so a rate holds for a client
+however many web workers and containers serve it.
 """
 
 from __future__ import annotations
@@ -11,13 +11,15 @@ from __future__ import annotations
 from django.conf import settings
 from rest_framework.throttling import AnonRateThrottle, UserRateThrottle
 
+from archives.db.cache import WindowThrottle
 
-class AnonThrottle(AnonRateThrottle):
+
+class AnonThrottle(WindowThrottle, AnonRateThrottle):
     def get_rate(self) -> str | None:
         return settings.FEEDPUB_API_ANON_RATE
 
 
-class UserThrottle(UserRateThrottle):
+class UserThrottle(WindowThrottle, UserRateThrottle):
     def get_rate(self) -> str | None:
         return settings.FEEDPUB_API_USER_RATE
 

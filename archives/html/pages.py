@@ -336,6 +336,13 @@ def _metadata(metadata) -> dict:
     return {"json": json.dumps(metadata, ensure_ascii=False, indent=2, sort_keys=True)}
 
 
+def matching_records(feed: Feed, query: str):
+    """The feed's records whose key or title contains `query` (any case), by key. On
+    PostgreSQL the trigram indexes of migration 0012 serve it (docs/performance/search.md)."""
+    return (Record.objects.filter(feed=feed)
+            .filter(Q(key__icontains=query) | Q(title__icontains=query)).order_by("key"))
+
+
 def search(feed: Feed, query: str, page: str | None) -> dict:
     """The context of the search page: records whose key or title contains `query`."""
     context = {**feed_context(feed), "query": query, "max_length": MAX_QUERY_LENGTH}
@@ -348,9 +355,7 @@ def search(feed: Feed, query: str, page: str | None) -> dict:
     if problem := xml_problem(query):  # no key or title holds it (PostgreSQL refuses NUL)
         return {**context, "message": f"No record can match that: {problem}",
                 "invalid": True}
-    matches = list(Record.objects.filter(feed=feed)
-                   .filter(Q(key__icontains=query) | Q(title__icontains=query))
-                   .order_by("key").values_list("key", "title", "deleted_at")
+    matches = list(matching_records(feed, query).values_list("key", "title", "deleted_at")
                    [:SEARCH_LIMIT + 1])
     results = Paginator(matches[:SEARCH_LIMIT], SEARCH_RESULTS_PER_PAGE).get_page(page)
     results.object_list = [

@@ -34,8 +34,8 @@ from django.http import HttpRequest, QueryDict
 from django.http.request import validate_host
 from django.urls import Resolver404, resolve
 from django.utils import timezone
-from rest_framework.throttling import SimpleRateThrottle
 
+from archives.db.cache import WindowThrottle
 from archives.documents import atom, linked, linkedpages, rss
 from archives.models import Feed, Subscription
 
@@ -107,9 +107,9 @@ def topic_names(feed: Feed, format: str, page: int | None) -> set[str]:
 
 # The hub: subscription requests -----------------------------------------------------------
 
-class HubThrottle(SimpleRateThrottle):
-    """Subscription requests per client address (FEEDPUB_WEBSUB_RATE), counted in Django's
-    default cache like the API's throttles; the address as they take it (NUM_PROXIES)."""
+class HubThrottle(WindowThrottle):
+    """Subscription requests per client address (FEEDPUB_WEBSUB_RATE), counted in the shared
+    cache like the API's throttles; the address as they take it (NUM_PROXIES)."""
 
     scope = "websub"
 

@@ -1,0 +1,163 @@
+"""API rates hold across processes: two web servers (as two gunicorn workers, or two
+containers) sharing one cache count a client once, whether the cache is the database
+(the default) or Redis (FEEDPUB_REDIS_URL). Before, each process counted on its own, and a
+client got the rate once per process."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from django.core.cache import caches
+from django.db import connection
+from rest_framework.test import APIClient
+
+from archives.db.cache import LockingDatabaseCache
+
+ROOT = Path(__file__).resolve().parent.parent
+ENTRYPOINT = str(ROOT / "deploy" / "entrypoint.sh")
+REDIS_URL = "redis://127.0.0.1:6379/15"
+RATE = 4  # a client's requests an hour
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def redis_or_skip() -> None:
+    try:
+        socket.create_connection(("127.0.0.1", 6379), timeout=1).close()
+    except OSError:
+        pytest.skip("needs Redis at 127.0.0.1:6379")
+    import redis
+
+    client = redis.Redis.from_url(REDIS_URL)
+    for key in client.scan_iter("feedpub:*throttle_*"):  # counts of an earlier run
+        client.delete(key)
+
+
+def server_environment(tmp_path: Path, cache: str) -> dict[str, str]:
+    home = tmp_path / "home-is-a-file"  # gunicorn's default control socket cannot go there
+    home.write_text("")
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("DATABASE_URL", "FEEDPUB_", "DJANGO_", "POSTGRES_"))}
+    env.update({
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'shared.sqlite3'}",
+        "DJANGO_SETTINGS_MODULE": "feedpub.settings",
+        "ALLOWED_HOSTS": "127.0.0.1",
+        "FEEDPUB_API_ANON_RATE": f"{RATE}/hour",
+        "FEEDPUB_API_PROXIES": "0",  # clients reach gunicorn directly here
+        "WEB_CONCURRENCY": "1",
+        "HOME": str(home),
+        "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
+    })
+    env.pop("XDG_RUNTIME_DIR", None)
+    if cache == "redis":
+        env["FEEDPUB_REDIS_URL"] = REDIS_URL
+    return env
+
+
+def start_server(env: dict[str, str], port: int, log: Path) -> subprocess.Popen:
+    server = subprocess.Popen([ENTRYPOINT, "web"], cwd=ROOT,  # noqa: S603
+                              env={**env, "GUNICORN_BIND": f"127.0.0.1:{port}"},
+                              stdout=log.open("w"), stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(log.read_text())
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return server
+        except OSError:
+            time.sleep(0.1)
+    server.kill()
+    raise RuntimeError(f"gunicorn did not listen on {port}\n{log.read_text()}")
+
+
+def status(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as answer:  # noqa: S310 (loopback)
+            return answer.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+@pytest.mark.parametrize("cache", ["database", "redis"])
+def test_two_servers_sharing_the_cache_hold_one_client_to_its_rate(tmp_path, cache):
+    if cache == "redis":
+        redis_or_skip()
+    env = server_environment(tmp_path, cache)
+    subprocess.run([ENTRYPOINT, "migrate"], cwd=ROOT, env=env,  # noqa: S603
+                   check=True, capture_output=True, timeout=120)
+    ports = [free_port(), free_port()]
+    servers = [start_server(env, port, tmp_path / f"server{n}.log")
+               for n, port in enumerate(ports)]
+    try:
+        if time.time() % 3600 > 3590:  # not across two windows (an hour each)
+            time.sleep(11)
+        # The same client, alternately to each server: each has seen only half of them.
+        codes = [status(f"http://127.0.0.1:{ports[n % 2]}/api/feeds/")
+                 for n in range(RATE + 2)]
+    finally:
+        for server in servers:
+            server.terminate()
+            server.wait(timeout=30)
+    assert codes == [200] * RATE + [429, 429]
+    for n in range(2):
+        log = (tmp_path / f"server{n}.log").read_text()
+        assert "control socket" not in log.lower(), log  # gunicorn starts without a warning
+
+
+# The database cache's count, under concurrency -----------------------------------------
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_counts_of_one_key_are_never_lost():
+    """Django's own DatabaseCache.incr is a get and a set: two writers both write n + 1."""
+    cache = caches["default"]
+    assert isinstance(cache, LockingDatabaseCache)
+    cache.set("counted", 0, timeout=60)
+    threads, per_thread = 4, 50
+
+    def count():
+        try:
+            for _ in range(per_thread):
+                cache.incr("counted")
+        finally:
+            connection.close()
+
+    workers = [threading.Thread(target=count) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert cache.get("counted") == threads * per_thread
+
+
+def test_a_count_keeps_the_expiry_of_its_window(db):
+    cache = caches["default"]
+    cache.add("window", 1, timeout=1)
+    assert cache.incr("window") == 2
+    time.sleep(1.1)
+    assert cache.get("window") is None  # the increment did not restart its expiry
+    with pytest.raises(ValueError, match="not found"):
+        cache.incr("window")
+
+
+def test_an_unreachable_redis_lets_requests_through_and_says_so(db, settings, caplog):
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
+                                   "LOCATION": f"redis://127.0.0.1:{free_port()}/0"}}
+    settings.FEEDPUB_API_ANON_RATE = "1/hour"
+    client = APIClient()
+    assert [client.get("/api/feeds/").status_code for _ in range(2)] == [200, 200]
+    assert "Redis is unreachable" in caplog.text
