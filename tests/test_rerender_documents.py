@@ -13,7 +13,7 @@ from django.test import Client
 
 from archives.documents import base, linkedpages
 from archives.documents.base import final_pages, gzipped_bodies, subscription_bodies
-from archives.log import publishing
+from archives.log import publishing, rerendering
 from archives.log.sealing import seal_feed
 from archives.models import ArchivePage, Feed, SnapshotPage
 from archives.storage import export
@@ -162,6 +162,50 @@ def test_a_page_this_release_does_not_reproduce_is_left_as_it_is(moved):
     assert f"books snapshot page {snapshot_page.pk}" in str(failure.value)
     assert bytes(ArchivePage.objects.get(pk=page.pk).body) == tampered
     assert NEW.encode() in bytes(ArchivePage.objects.get(feed__slug="books", number=2).body)
+
+
+def seal_pages_3_and_4() -> None:
+    """Entries 9 to 12, which fill pages 3 and 4: sealed, page 2 gains next-archive."""
+    feed = Feed.objects.get(slug="books")
+    for n in range(7, 11):
+        publishing.put_record(feed=feed, key=f"k{n}", data=record_data(n))
+    seal_feed(feed)
+
+
+def test_a_page_linked_by_a_sealer_that_had_the_new_base_url_is_rendered_again(moved):
+    seal_pages_3_and_4()  # with NEW: page 2 has OLD links and a NEW next-archive link
+    assert NEW.encode() in bytes(ArchivePage.objects.get(feed__slug="books", number=2).body)
+
+    out = rerender()
+
+    assert "2 sealed pages and 2 snapshot pages rendered again" in out
+    assert "2 already used it" in out  # pages 3 and 4
+    for page in ArchivePage.objects.filter(feed__slug="books"):
+        for body in (page.body, page.rss, page.multipart):
+            assert OLD.encode() not in bytes(body), page
+
+
+def test_a_page_that_gains_next_archive_while_it_is_rendered_is_rendered_again(
+        moved, monkeypatch):
+    store = rerendering._Pages.store
+    calls = []
+
+    def sealed_meanwhile(pages, rendered):
+        if not calls:
+            seal_pages_3_and_4()  # between reading page 2 and storing it
+        calls.append([page.number for page in rendered])
+        return store(pages, rendered)
+
+    monkeypatch.setattr(rerendering._Pages, "store", sealed_meanwhile)
+
+    rerender()
+
+    assert calls == [[1, 2], [2]]
+    page = ArchivePage.objects.get(feed__slug="books", number=2)
+    assert page.has_next
+    assert f'<link rel="next-archive" href="{NEW}/feeds/books/archives/3/"/>'.encode() \
+        in bytes(page.body)
+    assert OLD.encode() not in bytes(page.body)
 
 
 def test_an_unknown_feed_is_refused(db):

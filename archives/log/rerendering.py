@@ -101,57 +101,70 @@ class _Pages:
     def archive_pages(self) -> None:
         after = 0
         while True:
-            numbers = list(ArchivePage.objects.filter(feed=self.feed, number__gt=after)
-                           .order_by("number").values_list("number", flat=True)[:BATCH])
-            for number in numbers:
-                self.archive_page(number)
-                self.on_document()
-            if len(numbers) < BATCH:
+            pages = list(ArchivePage.objects.filter(feed=self.feed, number__gt=after)
+                         .order_by("number")[:BATCH])
+            rendered = [page for page in map(self.archive_page, pages) if page is not None]
+            if not self.dry_run:
+                for page in self.store(rendered):  # changed meanwhile: as they are now
+                    again = self.archive_page(ArchivePage.objects.get(pk=page.pk))
+                    self.store([again] if again else [])
+            if len(pages) < BATCH:
                 return
-            after = numbers[-1]
+            after = pages[-1].number
 
-    def archive_page(self, number: int) -> None:
-        feed = self.feed
-        page = ArchivePage.objects.get(feed=feed, number=number)
+    def archive_page(self, page: ArchivePage) -> ArchivePage | None:
+        """`page` with its bodies rendered again with the base URL (not stored), or None
+        when it has that base URL already or does not reproduce."""
+        self.on_document()
+        feed, number = self.feed, page.number
         body, rss, multipart = (None if value is None else bytes(value)
                                 for value in (page.body, page.rss, page.multipart))
         self_link = etree.fromstring(body).find(f"{atom.A}link[@rel='self']").get("href")
         old_base = _base_of(self_link, atom._path("archives:archive", feed.slug, number))
         if old_base == self.base_url:
             self.report.current += 1
-            return
+            return None
         rows = atom.entry_rows(feed, page.first_seq, page.last_seq)
+        # Each format as it was sealed (a next-archive link came later, maybe from a sealer
+        # that already had the new base URL) and its renderer, given has_next.
         renderings = {
-            "Atom": (body, lambda: ArchiveDocument.freeze(
-                _as_atom_shows_it(feed, body), number, rows, has_next=page.has_next)[0]),
-            "RSS": (rss, lambda: RssArchiveDocument.freeze(
-                _as_rss_shows_it(feed, rss), number, rows, has_next=page.has_next)),
-            "linked page": (multipart, lambda: linkedpages.render_page(feed, rows)),
+            "Atom": (_without_next_archive(body, ATOM_NEXT), lambda has_next:
+                     ArchiveDocument.freeze(_as_atom_shows_it(feed, body), number, rows,
+                                            has_next=has_next)[0]),
+            "RSS": (rss and _without_next_archive(rss, RSS_NEXT), lambda has_next:
+                    RssArchiveDocument.freeze(_as_rss_shows_it(feed, rss), number, rows,
+                                              has_next=has_next)),
+            "linked page": (multipart, lambda has_next: linkedpages.render_page(feed, rows)),
         }
         new = {}
-        for name, (stored, render) in renderings.items():
-            if stored is None:  # a format not frozen yet: the backfill renders it anew
+        for name, (sealed, render) in renderings.items():
+            if sealed is None:  # a format not frozen yet: the backfill renders it anew
                 continue
-            reproduced = old_base is not None and _render(old_base, render) == stored
-            if not reproduced:
+            if old_base is None or _render(old_base, render, False) != sealed:
                 self.report.not_reproduced.append(f"{feed.slug} page {number} ({name})")
-                return
-            new[name] = _render(self.base_url, render)
+                return None
+            new[name] = _render(self.base_url, render, page.has_next)
         self.report.pages += 1
-        if self.dry_run:
-            return
+        page.body, page.rss, page.multipart = new["Atom"], new.get("RSS"), new.get("linked page")
+        return page
+
+    def store(self, pages: list[ArchivePage]) -> list[ArchivePage]:
+        """Store re-rendered pages; those that changed since they were read (sealing gave
+        one its next-archive link), which are left for rendering again."""
+        changed = []
         with transaction.atomic():
             # Stamped just before the commit (base.py); a later second than the stored one,
             # so that the file ETag (second, length) moves even if the length does not.
-            modified = max(base.change_stamp(), _next_second(page.modified))
-            stored = ArchivePage.objects.filter(pk=page.pk, modified=page.modified,
-                                                has_next=page.has_next).update(
-                body=new["Atom"], etag=base.bytes_etag(new["Atom"]),
-                rss=new.get("RSS", rss), multipart=new.get("linked page", multipart),
-                modified=modified)
-        if not stored:  # sealing gave it next-archive meanwhile: render what it is now
-            self.report.pages -= 1
-            self.archive_page(number)
+            now = base.change_stamp()
+            for page in pages:
+                if not ArchivePage.objects.filter(
+                        pk=page.pk, modified=page.modified, has_next=page.has_next).update(
+                        body=page.body, etag=base.bytes_etag(page.body), rss=page.rss,
+                        multipart=page.multipart,
+                        modified=max(now, _next_second(page.modified))):
+                    changed.append(page)
+        self.report.pages -= len(changed)
+        return changed
 
     def snapshot_pages(self) -> None:
         feed, after = self.feed, 0
@@ -160,24 +173,34 @@ class _Pages:
         while True:
             batch = list(pages.filter(pk__gt=after).order_by("pk").values_list(
                 "pk", "body", "etag")[:BATCH])
-            for pk, body, etag in batch:
-                self.snapshot_page(pk, bytes(body), etag, record_path)
-                self.on_document()
+            rendered = [(pk, etag, new) for pk, body, etag in batch
+                        if (new := self.snapshot_page(pk, bytes(body), record_path))]
+            if not self.dry_run:
+                with transaction.atomic():  # (only rerender_documents changes them)
+                    for pk, etag, new in rendered:
+                        SnapshotPage.objects.filter(pk=pk, etag=etag).update(
+                            body=new, etag=base.bytes_etag(new))
             if len(batch) < BATCH:
                 return
             after = batch[-1][0]
 
-    def snapshot_page(self, pk: int, body: bytes, etag: str, record_path: str) -> None:
+    def snapshot_page(self, pk: int, body: bytes, record_path: str) -> bytes | None:
+        """The page's body rendered again with the base URL, or None when it has that
+        base URL already or does not reproduce."""
+        self.on_document()
         feed, parts = self.feed, linkedpages.split(body)
+        if linkedpages.location_of(parts[0]).startswith(self.base_url + record_path):
+            self.report.current += 1
+            return None
         seqs = [linkedpages.entry_seq(part) for part in parts]
+        # (The range lets the (feed, seq) index find them: IN alone made PostgreSQL read
+        # every entry of the feed.)
         rows = {row[0]: atom.EntryRow._make(row) for row in Entry.objects.filter(
-            feed=feed, seq__in=seqs).values_list(*atom.ENTRY_ROW_COLUMNS)}
+            feed=feed, seq__range=(min(seqs), max(seqs)), seq__in=seqs).order_by()
+            .values_list(*atom.ENTRY_ROW_COLUMNS)}
         first = rows.get(seqs[0])
         old_base = first and _base_of(linkedpages.location_of(parts[0]),
                                       record_path + quote(first.key, safe=""))
-        if old_base == self.base_url:
-            self.report.current += 1
-            return
 
         def render() -> bytes:
             prefix = atom.record_url_prefix(feed.slug)
@@ -186,17 +209,30 @@ class _Pages:
 
         if old_base is None or len(rows) != len(seqs) or _render(old_base, render) != body:
             self.report.not_reproduced.append(f"{feed.slug} snapshot page {pk}")
-            return
+            return None
         self.report.snapshot_pages += 1
-        if not self.dry_run:
-            new = _render(self.base_url, render)
-            SnapshotPage.objects.filter(pk=pk, etag=etag).update(
-                body=new, etag=base.bytes_etag(new))
+        return _render(self.base_url, render)
 
 
-def _render(base_url: str, render: Callable[[], bytes]) -> bytes:
+def _render(base_url: str, render: Callable[..., bytes], *args) -> bytes:
     with atom.rendered_with_base(base_url):
-        return render()
+        return render(*args)
+
+
+ATOM_NEXT = f"{atom.A}link[@rel='next-archive']"
+RSS_NEXT = f"channel/{{{atom.ATOM_NS}}}link[@rel='next-archive']"
+
+
+def _without_next_archive(body: bytes, path: str) -> bytes:
+    """A sealed page's bytes as they were sealed, before it gained its next-archive link:
+    the bytes its renderer writes without one (tests/test_sealing.py holds add_next_archive
+    to them)."""
+    root = etree.fromstring(body)
+    link = root.find(path)
+    if link is None:
+        return body
+    link.getparent().remove(link)
+    return etree.tostring(root, xml_declaration=True, encoding="utf-8")
 
 
 def _base_of(url: str, path: str) -> str | None:
