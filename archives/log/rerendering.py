@@ -127,13 +127,12 @@ class _Pages:
         rows = atom.entry_rows(feed, page.first_seq, page.last_seq)
         # Each format as it was sealed (a next-archive link came later, maybe from a sealer
         # that already had the new base URL) and its renderer, given has_next.
+        as_atom, as_rss = _as_atom_shows_it(feed, body), rss and _as_rss_shows_it(feed, rss)
         renderings = {
             "Atom": (_without_next_archive(body, ATOM_NEXT), lambda has_next:
-                     ArchiveDocument.freeze(_as_atom_shows_it(feed, body), number, rows,
-                                            has_next=has_next)[0]),
+                     ArchiveDocument.freeze(as_atom, number, rows, has_next=has_next)[0]),
             "RSS": (rss and _without_next_archive(rss, RSS_NEXT), lambda has_next:
-                    RssArchiveDocument.freeze(_as_rss_shows_it(feed, rss), number, rows,
-                                              has_next=has_next)),
+                    RssArchiveDocument.freeze(as_rss, number, rows, has_next=has_next)),
             "linked page": (multipart, lambda has_next: linkedpages.render_page(feed, rows)),
         }
         new = {}
