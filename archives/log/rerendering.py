@@ -104,10 +104,11 @@ class _Pages:
             pages = list(ArchivePage.objects.filter(feed=self.feed, number__gt=after)
                          .order_by("number")[:BATCH])
             rendered = [page for page in map(self.archive_page, pages) if page is not None]
-            if not self.dry_run:
-                for page in self.store(rendered):  # changed meanwhile: as they are now
-                    again = self.archive_page(ArchivePage.objects.get(pk=page.pk))
-                    self.store([again] if again else [])
+            while rendered and not self.dry_run:
+                changed = self.store(rendered)  # those changed meanwhile: as they are now
+                again = (self.archive_page(ArchivePage.objects.get(pk=page.pk))
+                         for page in changed)
+                rendered = [page for page in again if page is not None]
             if len(pages) < BATCH:
                 return
             after = pages[-1].number
