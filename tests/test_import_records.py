@@ -132,6 +132,7 @@ def test_a_line_the_write_path_refuses_names_its_line(db, tmp_path):
 
     assert "line 2: key: A key may only hold" in str(failure.value)
     assert "line 3: key: No record 'b3' in this feed to delete." in str(failure.value)
+    assert str(failure.value).endswith("nothing was written; fix the file and run again")
     assert stored(feed) == {}
 
 

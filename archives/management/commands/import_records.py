@@ -57,6 +57,8 @@ class Command(BaseCommand):
         done = failure.outcome
         if dry_run:
             lines.append(f"{len(failure.problems)} bad line(s); nothing was written")
+        elif not done.records:
+            lines.append("nothing was written; fix the file and run again")
         else:
             lines.append(f"nothing of the batch holding line {min(failure.problems)} was "
                          f"written; the {done.records} record(s) before it were ({done.appended} "
