@@ -121,19 +121,24 @@ def _count(outcome: Outcome, entry: Entry | None) -> None:
 
 
 def _check(batch: list[Line], outcome: Outcome) -> dict[int, str]:
+    """What is wrong with each bad line of `batch`, as the write path would say it (short
+    of a delete of a key the feed lacks); the good lines are counted."""
     problems = {}
     for line in batch:
-        if line.problem is None:
-            try:
-                publishing.parse_operation(line.operation)
-                outcome.records += 1
-                continue
-            except ValidationError as error:
-                problems[line.number] = _why(
-                    error.message_dict if hasattr(error, "error_dict") else error.messages)
+        why = line.problem or _refused(line.operation)
+        if why:
+            problems[line.number] = why
         else:
-            problems[line.number] = line.problem
+            outcome.records += 1
     return problems
+
+
+def _refused(operation: dict[str, Any]) -> str | None:
+    try:
+        publishing.parse_operation(operation)
+    except ValidationError as error:
+        return _why(error.message_dict if hasattr(error, "error_dict") else error.messages)
+    return None
 
 
 def _why(errors: dict[str, list[str]] | list[str]) -> str:
