@@ -34,7 +34,7 @@ class Command(BaseCommand):
             f"{report.pages} sealed pages and {report.snapshot_pages} snapshot pages {verb} "
             f"with {settings.FEEDPUB_BASE_URL}; {report.current} already used it"
             + ("" if dry_run else f"; {report.exported} pages exported; the documents of "
-               f"{report.feeds} feeds take a new Last-Modified"))
+               f"{report.feeds} feed(s) take a new Last-Modified"))
         if report.not_reproduced:
             raise CommandError(
                 f"{len(report.not_reproduced)} documents left as they were: this release does "
