@@ -225,8 +225,7 @@ RSS_NEXT = f"channel/{{{atom.ATOM_NS}}}link[@rel='next-archive']"
 
 def _without_next_archive(body: bytes, path: str) -> bytes:
     """A sealed page's bytes as they were sealed, before it gained its next-archive link:
-    the bytes its renderer writes without one (tests/test_sealing.py holds add_next_archive
-    to them)."""
+    lxml writes a parsed page back as it was (add_next_archive relies on it too)."""
     root = etree.fromstring(body)
     link = root.find(path)
     if link is None:
