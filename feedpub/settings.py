@@ -209,6 +209,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # DEBUG only: 421 for a host other than FEEDPUB_BASE_URL's, whose links would all miss.
+    "archives.serving.basecheck.BaseUrlCheckMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import datetime
 from functools import lru_cache
 from itertools import islice
@@ -65,7 +67,23 @@ def entry_rows(feed: Feed, first_seq: int, last_seq: int | None = None, *, newes
 # URLs ---------------------------------------------------------------------------------
 
 def absolute(path: str) -> str:
-    return settings.FEEDPUB_BASE_URL + path
+    return (_rendering_base.get() or settings.FEEDPUB_BASE_URL) + path
+
+
+# FEEDPUB_BASE_URL, unless a rendering names another: re-rendering frozen documents after a
+# move (archives/log/rerendering.py) renders each with the base URL it was sealed with, to
+# check that the stored bytes are what this renderer makes of its entries.
+_rendering_base: ContextVar[str | None] = ContextVar("rendering_base", default=None)
+
+
+@contextmanager
+def rendered_with_base(base_url: str) -> Iterator[None]:
+    """Documents rendered inside this block take their absolute URLs from `base_url`."""
+    token = _rendering_base.set(base_url)
+    try:
+        yield
+    finally:
+        _rendering_base.reset(token)
 
 
 @lru_cache(maxsize=16384)

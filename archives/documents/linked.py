@@ -147,6 +147,9 @@ class SnapshotIndexDocument(Document):
 
     content_type = JSON_TYPE
     final = True
+    # Its bytes change under one date after a move to another base URL (its links; its
+    # date is its cut's): revalidated by ETag only.
+    honours_if_modified_since = False
 
     def __init__(self, snapshot: Snapshot, *, read_at: datetime):
         super().__init__(read_at=read_at)
@@ -201,9 +204,14 @@ class SnapshotIndexDocument(Document):
 
 
 class SnapshotPageDocument(Document):
-    """/feeds/<slug>/snapshots/<id>/pages/<n>: PUT entities of live records. Immutable."""
+    """/feeds/<slug>/snapshots/<id>/pages/<n>: PUT entities of live records. Immutable,
+    but for the URLs in it, which `manage.py rerender_documents` renders again after a move
+    to another base URL (archives/log/rerendering.py)."""
 
     final = True
+    # Its Last-Modified is its last entity's, as the format requires, and stays so when
+    # its bytes are rendered again: revalidated by ETag only, as linked pages are.
+    honours_if_modified_since = False
 
     def __init__(self, page: SnapshotPage, slug: str, *, read_at: datetime):
         super().__init__(read_at=read_at)

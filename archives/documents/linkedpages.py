@@ -30,6 +30,18 @@ def content_id(feed: Feed, seq: int) -> str:
     return f"<entry-{seq}@{feed.uuid}>"
 
 
+def entry_seq(part: bytes) -> int:
+    """The seq of the entry a body part renders, read from its Content-ID (`content_id`,
+    its first header)."""
+    start = part.index(b"<entry-") + len(b"<entry-")
+    return int(part[start:part.index(b"@", start)])
+
+
+def location_of(part: bytes) -> str:
+    """A body part's Content-Location: the URL of its record."""
+    return _header(part, b"Content-Location").decode()
+
+
 def entity(feed: Feed, row: EntryRow, record_base: str) -> bytes:
     """One entry as a body part: its headers, a blank line, and for a PUT the record as it
     was at that entry, in the API's JSON shape (a DELETE has no body).
@@ -98,8 +110,13 @@ def split(body: bytes) -> list[bytes]:
 
 def last_modified_of(part: bytes) -> datetime:
     """An entity's Last-Modified (a page's is its last entity's)."""
-    start = part.index(b"\r\nLast-Modified: ") + len(b"\r\nLast-Modified: ")
-    return parsedate_to_datetime(part[start:part.index(CRLF, start)].decode())
+    return parsedate_to_datetime(_header(part, b"Last-Modified").decode())
+
+
+def _header(part: bytes, name: bytes) -> bytes:
+    """The value of header `name` of a body part `entity` made (never its first)."""
+    start = part.index(CRLF + name + b": ") + len(name) + 4
+    return part[start:part.index(CRLF, start)]
 
 
 def content_type_of(body: bytes) -> str:

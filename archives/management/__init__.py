@@ -1,0 +1,2 @@
+"""The `manage.py` commands (`commands/`), and what the larger ones read: `importing`
+(a file of records for `import_records`)."""

@@ -1,0 +1,75 @@
+"""Load a file of records into a feed: `python manage.py import_records FEED FILE`."""
+
+from __future__ import annotations
+
+import os
+
+from django.core.management.base import BaseCommand, CommandError
+
+from archives.consumer.progress import add_progress_argument, progress_bar
+from archives.log.publishing import MAX_BATCH_OPERATIONS
+from archives.management import importing
+from archives.models import Feed
+
+
+class Command(BaseCommand):
+    help = ("Put the records of a JSON lines or CSV file into a feed, in batches through the "
+            "write path (each all or nothing). Running it again appends nothing for records "
+            "that did not change.")
+
+    def add_arguments(self, parser):
+        parser.add_argument("feed", metavar="FEED", help="the feed's slug")
+        parser.add_argument("file", metavar="FILE", help="a .jsonl (.ndjson) or .csv file")
+        parser.add_argument("--format", choices=sorted(set(importing.FORMATS.values())),
+                            help="the file's format (default: from its name)")
+        parser.add_argument("--batch-size", type=int, default=500, metavar="N",
+                            help=f"records a batch (1 to {MAX_BATCH_OPERATIONS}; 500)")
+        parser.add_argument("--dry-run", action="store_true",
+                            help="check every line as the write path would; write nothing")
+        add_progress_argument(parser)
+
+    def handle(self, *args, feed, file, format, batch_size, dry_run, progress, **options):
+        found = Feed.objects.filter(slug=feed).first()
+        if found is None:
+            raise CommandError(f"No feed {feed!r}: create it first (the admin, or POST "
+                               "/api/feeds/)")
+        file_format = format or importing.format_of(file)
+        if file_format is None:
+            raise CommandError(f"{file}: say --format jsonl or --format csv (by its name, a "
+                               f"file is one of {', '.join(importing.FORMATS)})")
+        if not 1 <= batch_size <= MAX_BATCH_OPERATIONS:
+            raise CommandError(f"--batch-size must be 1 to {MAX_BATCH_OPERATIONS}")
+        try:
+            size = os.path.getsize(file)
+            with progress_bar(self.stderr, progress, desc=feed, unit="B", unit_scale=True,
+                              total=size) as bar:
+                done = importing.import_records(
+                    feed=found, path=file, file_format=file_format, batch_size=batch_size,
+                    dry_run=dry_run, on_bytes=bar.update)
+        except OSError as error:
+            raise CommandError(f"{file}: {error.strerror}") from None
+        except importing.ImportFailed as failure:
+            raise CommandError(self.failed(failure, dry_run)) from None
+        self.stdout.write(self.summary(feed, done, dry_run))
+
+    def failed(self, failure: importing.ImportFailed, dry_run: bool) -> str:
+        lines = [f"line {number}: {why}" for number, why in failure.problems.items()]
+        done = failure.outcome
+        if dry_run:
+            lines.append(f"{len(failure.problems)} bad line(s); nothing was written")
+        elif not done.records:
+            lines.append("nothing was written; fix the file and run again")
+        else:
+            lines.append(f"nothing of the batch holding line {min(failure.problems)} was "
+                         f"written; the {done.records} record(s) before it were ({done.appended} "
+                         "entries appended). Fix the file and run again: records already "
+                         "written append nothing.")
+        return "\n".join(lines)
+
+    def summary(self, feed: str, done: importing.Outcome, dry_run: bool) -> str:
+        if dry_run:
+            return f"{done.records} records checked; nothing was written"
+        kinds = ", ".join(f"{count} {kind}d" for kind, count in sorted(done.kinds.items()))
+        return (f"{feed}: {done.records} records in {done.batches} batch(es): "
+                f"{done.appended} entries appended ({kinds or 'none'}), {done.unchanged} "
+                "unchanged")

@@ -1,0 +1,246 @@
+"""After a move to another base URL: `manage.py rerender_documents` renders the frozen
+documents again (archives/log/rerendering.py), and development refuses a request for a host
+other than FEEDPUB_BASE_URL's (archives/serving/basecheck.py)."""
+
+from __future__ import annotations
+
+from email.utils import parsedate_to_datetime
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.test import Client
+
+from archives.documents import base, linkedpages
+from archives.documents.base import final_pages, gzipped_bodies, subscription_bodies
+from archives.log import publishing, rerendering
+from archives.log.sealing import seal_feed
+from archives.models import ArchivePage, Feed, SnapshotPage
+from archives.storage import export
+from archives.storage.snapshots import take_snapshot
+
+from .factories import FeedFactory, record_data
+
+OLD, NEW = "http://127.0.0.1:8000", "http://127.0.0.1:8001"  # the same length: see below
+ATOM = "application/atom+xml"
+
+
+@pytest.fixture
+def moved(settings, db, settled, pages_dir):
+    """A feed sealed, snapshotted and exported under OLD, then retitled; the setting is
+    then changed to NEW (as an operator does before running the command)."""
+    settings.FEEDPUB_BASE_URL = OLD
+    feed = FeedFactory(slug="books", title="Books", page_size=3)
+    for n in range(1, 6):
+        publishing.put_record(feed=feed, key=f"k{n}", data=record_data(n))
+    publishing.put_record(feed=feed, key="k1", data=record_data(1, title="Renamed"))
+    publishing.delete_record(feed=feed, key="k2")
+    publishing.put_record(feed=feed, key="k6", data=record_data(6))  # 8 entries: 2 pages
+    seal_feed(feed)
+    snapshot = take_snapshot(Feed.objects.get(pk=feed.pk))
+    export.export_pending()
+    publishing.update_feed(feed=Feed.objects.get(pk=feed.pk), title="Books, retitled")
+    settings.FEEDPUB_BASE_URL = NEW
+    return snapshot
+
+
+def urls(snapshot) -> list[str]:
+    """Every frozen document of the feed: sealed pages in each format, and the snapshot."""
+    pages = [f"/feeds/books/archives/{n}/" for n in (1, 2)]
+    return [*pages, *(page + "rss/" for page in pages), "/feeds/books/pages/1",
+            "/feeds/books/pages/2", f"/feeds/books/snapshots/{snapshot.uuid}/",
+            f"/feeds/books/snapshots/{snapshot.uuid}/pages/1",
+            f"/feeds/books/snapshots/{snapshot.uuid}/pages/2"]
+
+
+def fetch(url: str):
+    # A fresh process's caches: the docs tell operators to restart after the command.
+    for cache in (final_pages, subscription_bodies, gzipped_bodies):
+        cache.clear()
+    return Client().get(url, HTTP_ACCEPT=f"{ATOM}, application/json, multipart/mixed")
+
+
+def rerender(*args: str) -> str:
+    out = StringIO()
+    call_command("rerender_documents", *args, "--no-progress", stdout=out, stderr=StringIO())
+    return out.getvalue()
+
+
+def test_every_link_of_every_frozen_document_moves_and_nothing_else(moved):
+    before = {url: fetch(url) for url in urls(moved)}
+    assert [url for url, response in before.items() if OLD.encode() not in response.content] \
+        == [f"/feeds/books/snapshots/{moved.uuid}/"]  # rendered per request: NEW already
+
+    out = rerender()
+
+    assert "2 sealed pages and 2 snapshot pages rendered again with http://127.0.0.1:8001" \
+        in out
+    for url, old in before.items():
+        new = fetch(url)
+        assert new.status_code == 200, url
+        assert OLD.encode() not in new.content, url
+        assert OLD not in new["Link"], url
+        assert NEW in new["Link"], url
+        if url.endswith(f"{moved.uuid}/"):
+            continue
+        if url.startswith("/feeds/books/pages/") or "/pages/" in url:
+            # Multipart: each entity is the same but for its URLs (the boundary is a hash).
+            old_parts = linkedpages.split(old.content)
+            assert linkedpages.split(new.content) == [
+                part.replace(OLD.encode(), NEW.encode()) for part in old_parts], url
+        else:
+            # The same bytes but for the base URL, which has the same length here: no entry
+            # reordered or changed, and the page keeps the title it was sealed with.
+            assert new.content == old.content.replace(OLD.encode(), NEW.encode()), url
+        assert b"retitled" not in new.content, url
+        # A cache holding the old bytes never keeps them: the ETag moves (for the file
+        # ETags of pages, by their date's second, as the length did not change) ...
+        assert new["ETag"] != old["ETag"], url
+        # ... and so does Last-Modified where it is not the last entity's (the formats' rule)
+        if url.startswith("/feeds/books/archives/"):
+            assert parsedate_to_datetime(new["Last-Modified"]) > parsedate_to_datetime(
+                old["Last-Modified"]), url
+
+
+def test_the_exported_files_are_written_again(moved, pages_dir):
+    rerender()
+
+    for number, name in ((1, "index.xml"), (2, "open.xml")):
+        page = ArchivePage.objects.get(feed__slug="books", number=number)
+        directory = pages_dir / f"feeds/books/archives/{number}"
+        assert (directory / name).read_bytes() == bytes(page.body)
+        assert (directory / "rss" / name).read_bytes() == bytes(page.rss)
+        assert NEW.encode() in (directory / name).read_bytes()
+        file = (directory / name).stat()
+        assert fetch(f"/feeds/books/archives/{number}/")["ETag"] == base.file_etag(
+            int(file.st_mtime), file.st_size)  # nginx's for the file: the same validators
+    assert (pages_dir / "feeds/books/pages/1").read_bytes() == bytes(
+        ArchivePage.objects.get(feed__slug="books", number=1).multipart)
+
+
+def test_documents_rendered_per_request_take_a_new_last_modified(moved, settings):
+    before = fetch("/feeds/books/")
+
+    rerender()
+
+    assert parsedate_to_datetime(fetch("/feeds/books/")["Last-Modified"]) > \
+        parsedate_to_datetime(before["Last-Modified"])
+
+
+def test_a_second_run_changes_nothing(moved):
+    rerender()
+    etags = {url: fetch(url)["ETag"] for url in urls(moved)}
+
+    out = rerender()
+
+    assert "0 sealed pages and 0 snapshot pages rendered again" in out
+    assert "4 already used it" in out
+    assert {url: fetch(url)["ETag"] for url in urls(moved)} == etags
+
+
+def test_a_dry_run_stores_nothing(moved):
+    bodies = list(ArchivePage.objects.values_list("body", "rss", "multipart", "modified"))
+
+    assert "2 sealed pages and 2 snapshot pages to render again" in rerender("--dry-run")
+    assert list(ArchivePage.objects.values_list("body", "rss", "multipart", "modified")) \
+        == bodies
+
+
+def test_a_page_this_release_does_not_reproduce_is_left_as_it_is(moved):
+    page = ArchivePage.objects.get(feed__slug="books", number=1)
+    tampered = bytes(page.body).replace(b"Record 3", b"Record three")
+    ArchivePage.objects.filter(pk=page.pk).update(body=tampered)
+    snapshot_page = SnapshotPage.objects.get(snapshot=moved, number=1)
+    SnapshotPage.objects.filter(pk=snapshot_page.pk).update(
+        body=bytes(snapshot_page.body).replace(b"Record 3", b"Record three"))
+
+    with pytest.raises(CommandError) as failure:
+        rerender()
+
+    assert "2 documents left as they were" in str(failure.value)
+    assert "books page 1 (Atom)" in str(failure.value)
+    assert f"books snapshot page {snapshot_page.pk}" in str(failure.value)
+    assert bytes(ArchivePage.objects.get(pk=page.pk).body) == tampered
+    assert NEW.encode() in bytes(ArchivePage.objects.get(feed__slug="books", number=2).body)
+
+
+def seal_pages_3_and_4() -> None:
+    """Entries 9 to 12, which fill pages 3 and 4: sealed, page 2 gains next-archive."""
+    feed = Feed.objects.get(slug="books")
+    for n in range(7, 11):
+        publishing.put_record(feed=feed, key=f"k{n}", data=record_data(n))
+    seal_feed(feed)
+
+
+def test_a_page_linked_by_a_sealer_that_had_the_new_base_url_is_rendered_again(moved):
+    seal_pages_3_and_4()  # with NEW: page 2 has OLD links and a NEW next-archive link
+    assert NEW.encode() in bytes(ArchivePage.objects.get(feed__slug="books", number=2).body)
+
+    out = rerender()
+
+    assert "2 sealed pages and 2 snapshot pages rendered again" in out
+    assert "2 already used it" in out  # pages 3 and 4
+    for page in ArchivePage.objects.filter(feed__slug="books"):
+        for body in (page.body, page.rss, page.multipart):
+            assert OLD.encode() not in bytes(body), page
+
+
+def test_a_page_that_gains_next_archive_while_it_is_rendered_is_rendered_again(
+        moved, monkeypatch):
+    store = rerendering._Pages.store
+    calls = []
+
+    def sealed_meanwhile(pages, rendered):
+        if not calls:
+            seal_pages_3_and_4()  # between reading page 2 and storing it
+        calls.append([page.number for page in rendered])
+        return store(pages, rendered)
+
+    monkeypatch.setattr(rerendering._Pages, "store", sealed_meanwhile)
+
+    rerender()
+
+    assert calls == [[1, 2], [2]]
+    page = ArchivePage.objects.get(feed__slug="books", number=2)
+    assert page.has_next
+    assert f'<link rel="next-archive" href="{NEW}/feeds/books/archives/3/"/>'.encode() \
+        in bytes(page.body)
+    assert OLD.encode() not in bytes(page.body)
+
+
+def test_an_unknown_feed_is_refused(db):
+    with pytest.raises(CommandError, match="No feed 'nope'"):
+        rerender("--feed", "nope")
+
+
+def test_development_refuses_a_host_other_than_the_base_urls(db, settings):
+    settings.DEBUG, settings.FEEDPUB_BASE_URL = True, OLD
+    FeedFactory(slug="books")
+
+    response = Client().get("/feeds/books/?x=1", HTTP_HOST="127.0.0.1:8001")
+
+    assert response.status_code == 421
+    text = response.content.decode()
+    assert f"open {OLD}/feeds/books/?x=1" in text
+    assert f"FEEDPUB_BASE_URL={NEW} python manage.py runserver 127.0.0.1:8001" in text
+    assert f"FEEDPUB_BASE_URL={NEW} python manage.py rerender_documents" in text
+    assert Client().get("/feeds/books/", HTTP_HOST="127.0.0.1:8000").status_code == 200
+    assert Client().get("/healthz", HTTP_HOST="127.0.0.1:8001").status_code == 200
+
+
+def test_a_default_port_is_the_same_origin_and_a_scheme_is_not(db, settings):
+    settings.DEBUG, settings.FEEDPUB_BASE_URL = True, "http://feeds.example.org"
+    settings.ALLOWED_HOSTS = ["feeds.example.org"]
+    FeedFactory(slug="books")
+
+    assert Client().get("/feeds/books/", HTTP_HOST="feeds.example.org:80").status_code == 200
+    assert Client().get("/feeds/books/", HTTP_HOST="FEEDS.example.org").status_code == 200
+    assert Client().get("/feeds/books/", HTTP_HOST="feeds.example.org",
+                        secure=True).status_code == 421
+
+
+def test_with_debug_off_any_allowed_host_is_served(db, settings):
+    settings.DEBUG, settings.FEEDPUB_BASE_URL = False, OLD
+    FeedFactory(slug="books")
+
+    assert Client().get("/feeds/books/", HTTP_HOST="127.0.0.1:8001").status_code == 200
