@@ -222,8 +222,8 @@ def test_development_refuses_a_host_other_than_the_base_urls(db, settings):
     assert response.status_code == 421
     text = response.content.decode()
     assert f"open {OLD}/feeds/books/?x=1" in text
-    assert f"FEEDPUB_BASE_URL={NEW} python manage.py runserver 127.0.0.1:8001" in text
-    assert f"FEEDPUB_BASE_URL={NEW} python manage.py rerender_documents" in text
+    assert f"FEEDPUB_BASE_URL={NEW} .venv/bin/python manage.py runserver 127.0.0.1:8001" in text
+    assert f"FEEDPUB_BASE_URL={NEW} .venv/bin/python manage.py rerender_documents" in text
     assert Client().get("/feeds/books/", HTTP_HOST="127.0.0.1:8000").status_code == 200
     assert Client().get("/healthz", HTTP_HOST="127.0.0.1:8001").status_code == 200
 
@@ -244,3 +244,16 @@ def test_with_debug_off_any_allowed_host_is_served(db, settings):
     FeedFactory(slug="books")
 
     assert Client().get("/feeds/books/", HTTP_HOST="127.0.0.1:8001").status_code == 200
+
+
+def test_development_redirects_another_loopback_name_for_the_same_port(db, settings):
+    settings.DEBUG, settings.FEEDPUB_BASE_URL = True, OLD
+    settings.ALLOWED_HOSTS = ["127.0.0.1", "localhost", "[::1]"]
+    FeedFactory(slug="books")
+
+    for host in ("localhost:8000", "[::1]:8000"):
+        response = Client().get("/feeds/books/?x=1", HTTP_HOST=host)
+        assert response.status_code == 302
+        assert response["Location"] == f"{OLD}/feeds/books/?x=1"
+    assert Client().get("/feeds/books/", HTTP_HOST="localhost:8001").status_code == 421
+    assert Client().post("/feeds/books/", HTTP_HOST="localhost:8000").status_code == 421

@@ -1,6 +1,7 @@
 """Development only: a request for another scheme, host or port than FEEDPUB_BASE_URL's is
 answered 421 Misdirected Request, saying what to set, instead of documents whose links all
-lead elsewhere.
+lead elsewhere. Only another loopback name for the same server (http://localhost:8000 for
+http://127.0.0.1:8000, as people type it) is redirected there, for GET and HEAD.
 
 Why refuse rather than follow the request: every link in a document is built from the one
 setting, because sealed pages are rendered once, by whatever process seals them (a write,
@@ -18,12 +19,13 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.exceptions import MiddlewareNotUsed
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_PORTS = {"http": ":80", "https": ":443"}
 EXEMPT_PATHS = ("/healthz",)  # container health checks ask by the container's address
+LOOPBACK_NAMES = {"localhost", "127.0.0.1", "[::1]"}
 
 
 class BaseUrlCheckMiddleware:
@@ -37,6 +39,9 @@ class BaseUrlCheckMiddleware:
         here = origin(f"{request.scheme}://{request.get_host()}")
         if here == wanted or request.path_info in EXEMPT_PATHS:
             return self.get_response(request)
+        if request.method in ("GET", "HEAD") and same_loopback_server(here, wanted):
+            return HttpResponseRedirect(settings.FEEDPUB_BASE_URL.rstrip("/")
+                                        + request.get_full_path())
         logger.warning("a request for %s, but FEEDPUB_BASE_URL is %s: refused (421)", here,
                        wanted)
         return HttpResponse(misdirected(here, request.get_full_path()), status=421,
@@ -50,6 +55,15 @@ def origin(url: str) -> str:
     return f"{scheme}://{parts.netloc.lower().removesuffix(DEFAULT_PORTS.get(scheme, ''))}"
 
 
+def same_loopback_server(here: str, wanted: str) -> bool:
+    """Two origins naming this machine's loopback by different names, on one scheme and port:
+    the same development server."""
+    a, b = urlsplit(here), urlsplit(wanted)
+    return (a.scheme, a.port) == (b.scheme, b.port) and \
+        {f"[{a.hostname}]" if ":" in a.hostname else a.hostname,
+         f"[{b.hostname}]" if ":" in b.hostname else b.hostname} <= LOOPBACK_NAMES
+
+
 def misdirected(here: str, path: str) -> str:
     base = settings.FEEDPUB_BASE_URL
     return (
@@ -60,9 +74,10 @@ def misdirected(here: str, path: str) -> str:
         f"lead to {base}, and a harvester would stop part-way.\n\n"
         f"Either open {base}{path}\n"
         "or serve feedpub where you mean to, with the setting saying so, e.g.\n"
-        f"    FEEDPUB_BASE_URL={here} python manage.py runserver {urlsplit(here).netloc}\n"
+        f"    FEEDPUB_BASE_URL={here} .venv/bin/python manage.py runserver "
+        f"{urlsplit(here).netloc}\n"
         "and move the pages sealed so far (demo_feed seals some) to that address once:\n"
-        f"    FEEDPUB_BASE_URL={here} python manage.py rerender_documents\n\n"
+        f"    FEEDPUB_BASE_URL={here} .venv/bin/python manage.py rerender_documents\n\n"
         "(This check runs only with DEBUG on; see the FEEDPUB_BASE_URL setting in "
         "docs/deploying/settings.md.)\n"
     )
