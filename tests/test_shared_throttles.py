@@ -69,7 +69,9 @@ def server_environment(tmp_path: Path, cache: str) -> dict[str, str]:
 
 def start_server(env: dict[str, str], port: int, log: Path) -> subprocess.Popen:
     server = subprocess.Popen([ENTRYPOINT, "web"], cwd=ROOT,  # noqa: S603
-                              env={**env, "GUNICORN_BIND": f"127.0.0.1:{port}"},
+                              env={**env, "GUNICORN_BIND": f"127.0.0.1:{port}",
+                                   # each says where it is served (DEBUG's check answers 421)
+                                   "FEEDPUB_BASE_URL": f"http://127.0.0.1:{port}"},
                               stdout=log.open("w"), stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
