@@ -12,6 +12,7 @@ from tqdm import tqdm
 
 from archives.consumer.progress import add_progress_argument, progress_bar, write_around
 from archives.log.sealing import SealedPage, seal_all, seal_feed
+from archives.management.stopping import GracefulStop
 from archives.models import Feed
 from archives.storage.snapshots import snapshot_changed_feeds
 
@@ -43,24 +44,27 @@ class Command(BaseCommand):
             raise CommandError("--watch needs a positive number of seconds")
         if keep_snapshots < 1:
             raise CommandError("--keep-snapshots must be at least 1")
-        if watch is None:
-            with progress_bar(self.stderr, progress, desc="sealing", unit=" pages") as bar:
-                if not bar.disable:
-                    bar.reset(total=backlog(feed))
-                sealed = self.seal_once(feed, dry_run, on_sealed=bar.update)
-            self.report(sealed, dry_run, quiet=False)
-            return
-        with progress_bar(self.stderr, progress, bar_format=WATCH_STATUS) as bar:
-            self.watch(feed, watch, dry_run, snapshot_every, keep_snapshots, Status(bar))
+        # SIGTERM or Ctrl-C: the run being sealed commits (or rolls back) whole, then exit 0.
+        with GracefulStop() as stop:
+            if watch is None:
+                with progress_bar(self.stderr, progress, desc="sealing", unit=" pages") as bar:
+                    if not bar.disable:
+                        bar.reset(total=backlog(feed))
+                    sealed = self.seal_once(feed, dry_run, on_sealed=bar.update, stop=stop)
+                self.report(sealed, dry_run, quiet=False)
+                return
+            with progress_bar(self.stderr, progress, bar_format=WATCH_STATUS) as bar:
+                self.watch(feed, watch, dry_run, snapshot_every, keep_snapshots, Status(bar),
+                           stop)
 
     def watch(self, feed: str | None, every: float, dry_run: bool, snapshot_every: float,
-              keep_snapshots: int, status: Status) -> None:
+              keep_snapshots: int, status: Status, stop: GracefulStop) -> None:
         database_lost, next_snapshot = False, time.monotonic()
-        while True:
+        while not stop():
             try:
                 status.pass_starts(feed)
-                self.report(self.seal_once(feed, dry_run, on_sealed=status.sealed), dry_run,
-                            quiet=True)
+                self.report(self.seal_once(feed, dry_run, on_sealed=status.sealed, stop=stop),
+                            dry_run, quiet=True)
                 if snapshot_every > 0 and not dry_run and time.monotonic() >= next_snapshot:
                     self.snapshot(feed, keep_snapshots)
                     next_snapshot = time.monotonic() + snapshot_every
@@ -77,7 +81,8 @@ class Command(BaseCommand):
                 if database_lost:
                     logger.info("seal_archives: database available again")
                 database_lost = False
-            time.sleep(every)
+            with stop.idle():
+                time.sleep(every)
 
     def snapshot(self, slug: str | None, keep: int) -> None:
         """Snapshots run between two sealing passes: a failing one is logged, and never
@@ -93,11 +98,13 @@ class Command(BaseCommand):
             write_around(self.stdout, f"snapshot {snapshot.uuid} of {snapshot.feed.slug}: "
                               f"{snapshot.records} records as of entry {snapshot.last_seq}")
 
-    def seal_once(self, slug: str | None, dry_run: bool, *, on_sealed) -> list[SealedPage]:
+    def seal_once(self, slug: str | None, dry_run: bool, *, on_sealed,
+                  stop: GracefulStop) -> list[SealedPage]:
         if slug is None:
-            return seal_all(dry_run=dry_run, on_sealed=on_sealed)
+            return seal_all(dry_run=dry_run, on_sealed=on_sealed, stop=stop)
         try:
-            return seal_feed(Feed.objects.get(slug=slug), dry_run=dry_run, on_sealed=on_sealed)
+            return seal_feed(Feed.objects.get(slug=slug), dry_run=dry_run, on_sealed=on_sealed,
+                             stop=stop)
         except Feed.DoesNotExist:
             raise CommandError(f"No feed {slug!r}") from None
 

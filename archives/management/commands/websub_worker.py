@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from archives.management.stopping import GracefulStop
 from archives.push.worker import RoundReport, Worker
 
 
@@ -24,11 +25,15 @@ class Command(BaseCommand):
         if poll <= 0:
             raise CommandError("--poll needs a positive number of seconds")
         worker = Worker()
+        # SIGTERM or Ctrl-C: the round under way finishes (its deliveries recorded), a
+        # wait ends at once, and the command exits 0.
         try:
-            if once:
-                self.report(worker.run_round())
-            else:
-                worker.run(poll_seconds=poll, on_round=self.report)
+            with GracefulStop() as stop:
+                if once:
+                    self.report(worker.run_round())
+                else:
+                    worker.run(poll_seconds=poll, on_round=self.report, stop=stop,
+                               idle=stop.idle)
         finally:
             worker.close()
 
