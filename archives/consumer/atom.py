@@ -159,9 +159,29 @@ def _entry(element: etree._Element) -> AtomEntry:
 
 
 def _link(link: etree._Element) -> dict[str, str]:
-    attributes = {name: value for name in ("rel", "type", "title") if (value := link.get(name))}
+    attributes = {name: value for name in ("rel", "type", "hreflang", "title")
+                  if (value := link.get(name))}
     attributes["href"] = _absolute(link, link.get("href"))
     return attributes
+
+
+def feed_links(root: etree._Element) -> list[dict[str, str]]:
+    """The feed element's own links, as an entry's are read (rel, type, hreflang, title)."""
+    return [_link(link) for link in root.iterfind(f"{A}link") if link.get("href") is not None]
+
+
+def repeated_alternates(links: Iterable[dict[str, str]]) -> list[str]:
+    """RFC 4287 4.1.1 (a feed) and 4.1.2 (an entry): at most one alternate link of each
+    type and hreflang. What is repeated, said as a person reads it ("2 alternate links of
+    type text/html and no hreflang")."""
+    counts: dict[tuple[str, str], int] = {}
+    for link in links:
+        if link.get("rel", "alternate") == "alternate":
+            kind = (link.get("type", ""), link.get("hreflang", ""))
+            counts[kind] = counts.get(kind, 0) + 1
+    return [f"{count} alternate links of {f'type {kind}' if kind else 'no type'} and "
+            f"{f'hreflang {lang}' if lang else 'no hreflang'}"
+            for (kind, lang), count in counts.items() if count > 1]
 
 
 def _child_text(element: etree._Element, name: str) -> str | None:

@@ -27,7 +27,15 @@ from typing import TYPE_CHECKING, Any
 
 from lxml import etree, isoschematron
 
-from .atom import A, AtomDocument, DocumentError, parse_document, timestamp_text
+from .atom import (
+    A,
+    AtomDocument,
+    DocumentError,
+    feed_links,
+    parse_document,
+    repeated_alternates,
+    timestamp_text,
+)
 from .http import ATOM, FetchError, HttpClient, Limits, Response, RunLimitReached, parse_link_header
 from .state import Reconstruction
 
@@ -271,8 +279,15 @@ class Checker(HttpChecks):
             self._problem(url, "rfc5005.current", "an archive document without a current link")
         if document.updated is None:
             self._problem(url, "pmh.updated", "the document has no valid atom:updated")
+        for repeated in repeated_alternates(feed_links(document.root)):
+            self._problem(url, "atom.alternates", f"the feed has {repeated} (RFC 4287 4.1.1 "
+                                                  "allows one of each type and hreflang)")
         for entry in document.entries:
             label = entry.id or "(an entry without atom:id)"
+            for repeated in repeated_alternates(entry.links):
+                self._problem(url, "atom.alternates",
+                              f"entry {label} has {repeated} (RFC 4287 4.1.2 allows one of "
+                              "each type and hreflang)")
             if entry.updated is None:
                 self._problem(url, "pmh.updated", f"entry {label} has no valid atom:updated")
             elif document.updated is not None and entry.updated > document.updated:
