@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from io import StringIO
 from pathlib import Path
 
 import pytest
@@ -122,7 +123,8 @@ def test_a_watching_sealer_stops_at_once_while_it_waits(sqlite_url, tmp_path):
 
 def test_the_websub_worker_stops_at_once_while_it_waits(sqlite_url):
     worker = start(sqlite_url, "websub_worker", "--poll", "60")
-    time.sleep(3)  # started, and waiting out its poll
+    wait_for_line(worker, "websub_worker: running")
+    time.sleep(1)  # its first round done: waiting out its poll
 
     status, seconds, output = terminate(worker)
 
@@ -161,3 +163,41 @@ def test_compose_gives_the_sealer_and_websub_at_least_gunicorns_graceful_timeout
     for service in ("sealer", "websub"):
         grace = re.fullmatch(r"(\d+)s", compose["services"][service]["stop_grace_period"])
         assert int(grace[1]) >= graceful, service
+
+
+def test_a_sealer_stopped_during_a_snapshot_deletes_the_unfinished_snapshot(db, settings,
+                                                                            monkeypatch):
+    """In this process: SIGTERM while a snapshot is half taken ends the slice, then the
+    sealer, which deletes the snapshot it will never finish (nothing incomplete stays)."""
+    from django.core.management import call_command
+
+    from archives.log import publishing
+    from archives.management.commands import seal_archives
+    from archives.models import Feed, Snapshot, SnapshotPage
+    from archives.storage import snapshots
+
+    from .factories import FeedFactory, record_data
+
+    settings.FEEDPUB_SEAL_ON_WRITE = False
+    feed = FeedFactory(slug="big", page_size=3)
+    for n in range(20):
+        publishing.put_record(feed=feed, key=f"k{n}", data=record_data(n))
+    clock, stored = [0.0], []
+    make_page = snapshots._page
+
+    def slow_page(snapshot, number, parts):  # 0.3 s a page: a slice holds two
+        clock[0] += 0.3
+        stored.append(SnapshotPage.objects.count())
+        if number == 4:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return make_page(snapshot, number, parts)
+
+    monkeypatch.setattr(snapshots, "_page", slow_page)
+    monkeypatch.setattr(seal_archives.time, "monotonic", lambda: clock[0])
+    call_command("seal_archives", "--watch", "60", "--snapshot-every", "3600",
+                 stdout=StringIO())
+
+    assert max(stored) > 0  # pages of it had been stored
+    assert not Snapshot.objects.exists()
+    assert not SnapshotPage.objects.exists()
+    assert Feed.objects.get(pk=feed.pk).sealed_pages == 6

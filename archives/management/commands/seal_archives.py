@@ -14,7 +14,7 @@ from archives.consumer.progress import add_progress_argument, progress_bar, writ
 from archives.log.sealing import SealedPage, seal_all, seal_feed
 from archives.management.stopping import GracefulStop
 from archives.models import Feed
-from archives.storage.snapshots import snapshot_changed_feeds
+from archives.storage.snapshots import Snapshotting
 
 logger = logging.getLogger(__name__)
 
@@ -59,44 +59,60 @@ class Command(BaseCommand):
 
     def watch(self, feed: str | None, every: float, dry_run: bool, snapshot_every: float,
               keep_snapshots: int, status: Status, stop: GracefulStop) -> None:
-        database_lost, next_snapshot = False, time.monotonic()
-        while not stop():
-            try:
-                status.pass_starts(feed)
-                self.report(self.seal_once(feed, dry_run, on_sealed=status.sealed, stop=stop),
-                            dry_run, quiet=True)
-                if snapshot_every > 0 and not dry_run and time.monotonic() >= next_snapshot:
-                    self.snapshot(feed, keep_snapshots)
-                    next_snapshot = time.monotonic() + snapshot_every
-            except (OperationalError, InterfaceError) as error:
-                # A database restart or failover must not stop the sealer: drop the dead
-                # connection (the next query opens a new one) and try again next time.
-                close_old_connections()
-                if not database_lost:
-                    logger.error("seal_archives: database unavailable (%s); retrying every "
-                                 "%s s", str(error).strip(), every)
-                    status.show("database unavailable")
-                database_lost = True
-            else:
-                if database_lost:
-                    logger.info("seal_archives: database available again")
-                database_lost = False
-            with stop.idle():
-                time.sleep(every)
-
-    def snapshot(self, slug: str | None, keep: int) -> None:
-        """Snapshots run between two sealing passes: a failing one is logged, and never
-        stops the sealing (a lost database is handled by the loop, like a seal's)."""
+        database_lost = False
+        # Snapshots are taken a slice at a time between passes, so that a page that fills
+        # meanwhile waits a slice for its seal, not the whole snapshot.
+        snapshots = (Snapshotting(slug=feed, keep=keep_snapshots, every=snapshot_every)
+                     if snapshot_every > 0 and not dry_run else None)
         try:
-            snapshots = snapshot_changed_feeds(slug=slug, keep=keep)
+            while not stop():
+                try:
+                    status.pass_starts(feed)
+                    self.report(self.seal_once(feed, dry_run, on_sealed=status.sealed,
+                                               stop=stop), dry_run, quiet=True)
+                    if snapshots is not None and not stop():
+                        self.snapshot(snapshots)
+                except (OperationalError, InterfaceError) as error:
+                    # A database restart or failover must not stop the sealer: drop the
+                    # dead connection (the next query opens a new one) and try again.
+                    close_old_connections()
+                    if not database_lost:
+                        logger.error("seal_archives: database unavailable (%s); retrying "
+                                     "every %s s", str(error).strip(), every)
+                        status.show("database unavailable")
+                    database_lost = True
+                else:
+                    if database_lost:
+                        logger.info("seal_archives: database available again")
+                    database_lost = False
+                    if snapshots is not None and snapshots.busy:
+                        continue  # the next pass, then the next slice of the snapshot
+                with stop.idle():
+                    time.sleep(every)
+        finally:
+            if snapshots is not None and snapshots.busy:
+                self.abandon(snapshots)
+
+    def snapshot(self, snapshots: Snapshotting) -> None:
+        """A slice of the snapshots due: a failing one is logged, and never stops the
+        sealing (a lost database is handled by the loop, like a seal's)."""
+        try:
+            completed = snapshots.step()
         except (OperationalError, InterfaceError):
             raise
         except Exception:
             logger.exception("seal_archives: taking snapshots failed; trying again later")
             return
-        for snapshot in snapshots:
+        for snapshot in completed:
             write_around(self.stdout, f"snapshot {snapshot.uuid} of {snapshot.feed.slug}: "
                               f"{snapshot.records} records as of entry {snapshot.last_seq}")
+
+    def abandon(self, snapshots: Snapshotting) -> None:
+        """Stopping: an unfinished snapshot is deleted (it would never be completed)."""
+        try:
+            snapshots.abandon()
+        except Exception:  # noqa: BLE001 - left incomplete, pruned after a day
+            logger.exception("seal_archives: deleting an unfinished snapshot failed")
 
     def seal_once(self, slug: str | None, dry_run: bool, *, on_sealed,
                   stop: GracefulStop) -> list[SealedPage]:

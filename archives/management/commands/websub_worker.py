@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import logging
+
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from archives.management.stopping import GracefulStop
 from archives.push.worker import RoundReport, Worker
+
+logger = logging.getLogger(__name__)
 
 
 class Command(BaseCommand):
@@ -29,6 +33,7 @@ class Command(BaseCommand):
         # wait ends at once, and the command exits 0.
         try:
             with GracefulStop() as stop:
+                logger.info("websub_worker: running, a full round every %s s", poll)
                 if once:
                     self.report(worker.run_round())
                 else:
