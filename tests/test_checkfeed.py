@@ -429,3 +429,26 @@ def test_our_feed_with_the_admins_links_example_is_clean(live_feed):
         publishing.put_record(feed=feed, key=f"k{n}", data={
             "title": f"Record {n}", "links": validation.LINKS_EXAMPLE})
     assert check_feed(url, sample=0).problems == []
+
+
+def test_the_checker_holds_one_page_at_a_time_not_every_page():
+    """A feed of 200 pages of 100 entries (9 MB of bodies, 20,000 entries): what Python
+    holds at its peak is about one page's worth, not the whole walk's (a 1,000,000-entry
+    feed must stay under 200 MB: bench/checkfeed_memory.py)."""
+    import tracemalloc
+
+    from bench.harvest_memory import serve
+
+    server, feed = serve(pages=200, per_page=100)
+    try:
+        page_bytes = len(feed.document("/archives/1"))
+        tracemalloc.start()
+        result = check_feed(f"{feed.base}/feed", sample=5, http_checks=False,
+                            state_path=None, limits=Limits(max_requests=400))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+        server.shutdown()
+    assert result.documents == 200
+    assert result.complete
+    assert peak < 40 * page_bytes  # every page kept would be 200 bodies and their entries

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 from urllib.parse import urljoin
@@ -63,6 +63,18 @@ class AtomDocument:
     is_archive: bool
     is_complete: bool
     entries: list[AtomEntry]
+    # (oldest, newest) atom:updated of the entries (None: none is dated), kept by `slim`.
+    entry_span: tuple[datetime, datetime] | None = None
+
+    def __post_init__(self):
+        if self.entry_span is None:
+            times = [entry.updated for entry in self.entries if entry.updated]
+            self.entry_span = (min(times), max(times)) if times else None
+
+    def slim(self) -> AtomDocument:
+        """The document without its tree and entries: its links and dates, what a walk
+        keeps of a page it has checked (a million entries in memory are gigabytes)."""
+        return replace(self, root=None, entries=[])
 
     def link(self, rel: str) -> str | None:
         hrefs = self.links.get(rel)

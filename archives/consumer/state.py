@@ -150,6 +150,26 @@ class StagedPages:
                                (-1 if first_page_only else -self.pages,))
 
 
+class RowsByPage:
+    """The rows of each document a walk met, by its URL, on disk (a private temporary
+    database), read back in whatever order the walk settles on: what a checker keeps of
+    the entries it has checked."""
+
+    def __init__(self):
+        self.db = _connect(None)
+        self.db.execute("CREATE TABLE rows (page TEXT, position INTEGER, id, updated, "
+                        "doc_updated, deleted, record, PRIMARY KEY (page, position))")
+
+    def add(self, page: str, rows: list[Row]) -> None:
+        self.db.execute("DELETE FROM rows WHERE page = ?", (page,))
+        self.db.executemany("INSERT INTO rows VALUES (?, ?, ?, ?, ?, ?, ?)",
+                            ((page, position, *row) for position, row in enumerate(rows)))
+
+    def of(self, page: str) -> Iterator[Row]:
+        return self.db.execute("SELECT id, updated, doc_updated, deleted, record FROM rows "
+                               "WHERE page = ? ORDER BY position", (page,))
+
+
 # State ---------------------------------------------------------------------------------
 
 class StateError(Exception):
