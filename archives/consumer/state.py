@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from .atom import AtomDocument, Row, document_rows
 from .http import ATOM
+from .records import shaped
 
 if TYPE_CHECKING:
     pass  # the caller's progress bar, if any
@@ -69,7 +70,7 @@ class RecordStore:
                 "SELECT record FROM records WHERE deleted = 0 ORDER BY updated, id"):
             record = json.loads(text)
             del record["doc_updated"], record["deleted"]
-            yield record
+            yield shaped(record, atom_id=record["id"])  # Atom names a record by its atom:id
 
     def count_live(self) -> int:
         return self.db.execute("SELECT count(*) FROM records WHERE deleted = 0").fetchone()[0]
