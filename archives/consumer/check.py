@@ -22,6 +22,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from email.message import Message
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -70,6 +71,10 @@ class Problem:
 
 class CheckFailed(Exception):
     """The check could not run at all (the start URL does not answer with a document)."""
+
+
+# The headers of a checked page, once its HTTP checks are done (a Message is kilobytes).
+NO_HEADERS = Message()
 
 
 @dataclass
@@ -289,7 +294,8 @@ class Checker(HttpChecks):
             if self.sample > 0:
                 self.rows.add(page.url, document_rows(document))
             document = document.slim()
-        return Page(page.url, replace(response, body=b""), document, fingerprint)
+        return Page(page.url, replace(response, body=b"", headers=NO_HEADERS), document,
+                    fingerprint)
 
     # One document ------------------------------------------------------------------
 
