@@ -70,7 +70,23 @@ class RecordStore:
                 "SELECT record FROM records WHERE deleted = 0 ORDER BY updated, id"):
             record = json.loads(text)
             del record["doc_updated"], record["deleted"]
+            record.pop("fetched", None)
             yield shaped(record, atom_id=record["id"])  # Atom names a record by its atom:id
+
+    def unfetched(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        """The live records with an alternate link whose JSON was not fetched since they
+        last changed (a change replaces the row, and with it the mark)."""
+        for atom_id, text in self.db.execute(
+                "SELECT id, record FROM records WHERE deleted = 0 "
+                "AND json_extract(record, '$.fetched') IS NULL "
+                "AND json_extract(record, '$.alternate') IS NOT NULL ORDER BY updated, id"
+        ).fetchall():
+            yield atom_id, json.loads(text)
+
+    def fetched(self, atom_id: str, record: dict[str, Any]) -> None:
+        """Store what was fetched of a record, marked so that it is not fetched again."""
+        self.db.execute("UPDATE records SET record = ? WHERE id = ?",
+                        (json.dumps({**record, "fetched": True}), atom_id))
 
     def count_live(self) -> int:
         return self.db.execute("SELECT count(*) FROM records WHERE deleted = 0").fetchone()[0]
@@ -109,6 +125,12 @@ class Reconstruction:
         # (>=: documents are applied oldest first, so the later one is nearer the present).
         if current is not None and (updated, doc_updated) < current[:2]:
             return
+        if current is not None and updated == current[0] and not deleted \
+                and '"fetched": true' in current[2]:
+            # The same entry met again (a subscription document read again): what was
+            # fetched of it (harvest --fetch-records) still holds.
+            record = json.dumps({**json.loads(current[2]), **json.loads(record)})
+            row = (*row[:4], record)
         if deleted:
             self.deletions += 1
         if current is None or _content(record) != _content(current[2]):
