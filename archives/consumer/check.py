@@ -290,7 +290,9 @@ class Checker(HttpChecks):
         if self.state_path is not None and document is not None and document.is_archive:
             fingerprint = {"content": content_hash(response.body),
                            "body": hashlib.sha256(response.body).hexdigest()}
-        if document is not None and not self.keeps_entries:
+        if document is not None and self.keeps_entries:
+            document = replace(document, root=None)  # the tree, at least
+        elif document is not None:
             if self.sample > 0:
                 self.rows.add(page.url, document_rows(document))
             document = document.slim()
