@@ -121,7 +121,7 @@ class Snapshotting:
     """A watching sealer's snapshots (seal_archives --snapshot-every): every `every`
     seconds, one of each feed that changed since its newest, taken a slice at a time
     between two sealing passes (`step`), so that sealing waits a slice at most, however
-    large the feed (a snapshot of 1,000,000 records takes a minute: bench/snapshot.py)."""
+    large the feed (one of 950,000 live records takes about half a minute: bench/snapshot.py)."""
 
     def __init__(self, *, slug: str | None, keep: int, every: float):
         self.slug, self.keep, self.every = slug, keep, every
