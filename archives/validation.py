@@ -32,6 +32,11 @@ LINK_FIELDS = ("href", "rel", "type", "title")
 LINK_FIELD_SET = frozenset(LINK_FIELDS)
 LINK_SCHEMES = ("http", "https", "urn", "tag")
 RECORD_ENTRY_TYPE = "application/atom+xml"
+RECORD_PAGE_TYPE = "text/html"
+# The alternate links feedpub gives every active entry itself, by type: a producer's
+# alternate of one of these types would be a second of its type (RFC 4287 4.1.2).
+FEEDPUB_ALTERNATES = {RECORD_ENTRY_TYPE: "the record's own URL",
+                      RECORD_PAGE_TYPE: "the record's page for people"}
 IANA_RELATIONS = "http://www.iana.org/assignments/relation/"
 
 # RFC 3986 "unreserved": a key is one path segment that needs no escaping anywhere.
@@ -69,9 +74,11 @@ LINKS_HELP = (f"A JSON list of at most {MAX_LINKS} links, each an object with "
               f"{', '.join(LINK_FIELDS)}: href an absolute {'/'.join(LINK_SCHEMES)} URI "
               "(required); rel a relation name or URI (alternate when left out); type a media "
               "type such as text/html; title any text. At most one alternate link per type, "
-              f"none of type {RECORD_ENTRY_TYPE} (the record's own URL has it).")
+              f"none of type {' or '.join(FEEDPUB_ALTERNATES)}: feedpub links the record's "
+              "own URL and its page for people with those (give a catalogue page rel "
+              "related).")
 LINKS_EXAMPLE = [
-    {"href": "https://example.org/books/pride-and-prejudice", "rel": "alternate",
+    {"href": "https://example.org/books/pride-and-prejudice", "rel": "related",
      "type": "text/html", "title": "Catalogue page"},
     {"href": "https://example.org/covers/pride.jpg", "rel": "enclosure", "type": "image/jpeg",
      "title": "Cover"},
@@ -244,15 +251,32 @@ def _links(value: Any) -> tuple[Link, ...]:
     if len(value) > MAX_LINKS:
         raise ValidationError(f"At most {MAX_LINKS} links.")
     links = tuple(_link(index, item) for index, item in enumerate(value))
-    # RFC 4287 4.2.7.2: at most one alternate link per type; application/atom+xml is
-    # taken by the link every active entry carries to the record's own URL.
-    alternate_types = [RECORD_ENTRY_TYPE] + [link.type for link in links if link.rel == "alternate"]
-    if len(set(alternate_types)) != len(alternate_types):
-        raise ValidationError(
-            "At most one alternate link per type, and none of type "
-            f"{RECORD_ENTRY_TYPE} (feedpub links the record's own URL with it)."
-        )
+    _check_alternates(links)
     return links
+
+
+def _check_alternates(links: tuple[Link, ...]) -> None:
+    """RFC 4287 4.1.2: an entry has at most one alternate link of each type and hreflang
+    (links here have no hreflang), counting the two feedpub adds. Types compare without
+    their parameters and case: text/html;charset=utf-8 is text/html to a reader."""
+    seen: dict[str, int] = {}
+    for index, link in enumerate(links):
+        if link.rel != "alternate":
+            continue
+        kind = link.type.split(";")[0].strip().lower()
+        what = f"of type {kind}" if kind else "without a type"
+        if kind in FEEDPUB_ALTERNATES:
+            raise ValidationError(
+                f"links[{index}]: feedpub already links {FEEDPUB_ALTERNATES[kind]} as the "
+                f"entry's alternate {what}, and an entry may have only one alternate link "
+                "of each type (RFC 4287 4.1.2); give this link another rel, such as "
+                "related.")
+        if kind in seen:
+            raise ValidationError(
+                f"links[{index}]: a second alternate link {what} (the first is "
+                f"links[{seen[kind]}]); an entry may have only one of each type (RFC 4287 "
+                "4.1.2): give one of them another rel, such as related.")
+        seen[kind] = index
 
 
 def _link(index: int, item: Any) -> Link:

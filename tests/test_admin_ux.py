@@ -56,6 +56,34 @@ def test_the_worked_examples_are_records_the_rules_accept():
     assert len(data.links) == 2
 
 
+def test_the_links_example_gives_an_entry_one_alternate_of_each_type(client, feed,
+                                                                      atom_validators):
+    """The example beside the Links box, as a record: its entry must not carry two
+    alternate links of one type (RFC 4287 4.1.2) beside those feedpub adds."""
+    from archives.consumer.atom import repeated_alternates
+
+    publishing.put_record(feed=feed, key="k1", data={"title": "Pride and Prejudice",
+                                                     "links": validation.LINKS_EXAMPLE})
+    body = client.get(f"/feeds/{feed.slug}/", HTTP_ACCEPT="application/atom+xml").content
+    (entry,) = atom_validators(body).iterfind("{http://www.w3.org/2005/Atom}entry")
+    links = [dict(link.attrib) for link in entry.iterfind("{http://www.w3.org/2005/Atom}link")]
+
+    assert repeated_alternates(links) == []
+    assert len(links) == 2 + len(validation.LINKS_EXAMPLE)
+
+
+def test_the_admin_refuses_a_second_text_html_alternate_on_the_links_field(admin_client, feed):
+    links = [{"href": "https://example.org/books/1", "rel": "alternate", "type": "text/html"}]
+    response = add_record(admin_client, feed, links=json.dumps(links))
+    doc = page(response)
+
+    errors = doc.xpath("//div[contains(@class, 'field-links')]//ul[@class='errorlist']"
+                       "/li/text()")
+    assert len(errors) == 1
+    assert "feedpub already links the record's page for people" in errors[0]
+    assert not Record.objects.exists()
+
+
 def test_the_record_form_explains_key_metadata_and_links_with_examples(admin_client, feed):
     doc = page(admin_client.get("/admin/archives/record/add/"))
 

@@ -854,3 +854,16 @@ def test_metadata_with_a_number_json_cannot_carry_is_refused(api, feed):
     assert response.status_code == 400
     assert "metadata" in response.json()["errors"]
     assert entries(feed) == 0
+
+
+def test_a_put_with_a_second_text_html_alternate_is_a_400_naming_the_link(api, feed):
+    body = record_data(1, links=[{"href": "https://example.org/books/1", "rel": "alternate",
+                                  "type": "text/html", "title": "Catalogue page"}])
+    response = put(api, "k1", body)
+
+    assert response.status_code == 400
+    (message,) = response.json()["errors"]["links"]
+    assert "links[0]" in message
+    assert "text/html" in message
+    assert "RFC 4287" in message
+    assert entries(feed) == 0

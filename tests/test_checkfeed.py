@@ -392,3 +392,63 @@ def test_without_http_checks_it_makes_one_request_per_page(server):
     result = check_feed(feed.subscription, sample=0, http_checks=False)
     assert result.problems == []
     assert result.requests == 4
+
+
+def test_it_finds_two_alternate_links_of_one_type_in_an_entry_and_in_a_feed(server):
+    html_page = '<link rel="alternate" type="text/html" href="https://e.org/{}"/>'
+    twice = entry("urn:x:1", at(1)).replace(
+        "</entry>", html_page.format("a") + html_page.format("b") + "</entry>")
+    by_language = entry("urn:x:2", at(2)).replace("</entry>", "".join(
+        f'<link rel="alternate" type="text/html" hreflang="{lang}" href="https://e.org/{lang}"/>'
+        for lang in ("en", "fr")) + "</entry>")
+    untyped = entry("urn:x:3", at(3)).replace(
+        "</entry>", '<link href="https://e.org/c"/><link href="https://e.org/d"/></entry>')
+    server.documents["/f"] = Document(feed_document(
+        updated=at(9), links={}, entries=[twice, by_language, untyped],
+        extra=html_page.format("feed") + html_page.format("feed-again")))
+
+    result = check_feed(server.url("/f"), sample=0)
+
+    found = sorted(p.message for p in result.problems if p.code == "atom.alternates")
+    assert found == [
+        "entry urn:x:1 has 2 alternate links of type text/html and no hreflang (RFC 4287 "
+        "4.1.2 allows one of each type and hreflang)",
+        "entry urn:x:3 has 2 alternate links of no type and no hreflang (RFC 4287 4.1.2 "
+        "allows one of each type and hreflang)",
+        "the feed has 2 alternate links of type text/html and no hreflang (RFC 4287 4.1.1 "
+        "allows one of each type and hreflang)",
+    ]
+
+
+def test_our_feed_with_the_admins_links_example_is_clean(live_feed):
+    from archives import validation
+    from archives.log import publishing
+
+    feed, url = live_feed
+    for n in range(4):  # a sealed page and the subscription document
+        publishing.put_record(feed=feed, key=f"k{n}", data={
+            "title": f"Record {n}", "links": validation.LINKS_EXAMPLE})
+    assert check_feed(url, sample=0).problems == []
+
+
+def test_the_checker_holds_one_page_at_a_time_not_every_page():
+    """A feed of 200 pages of 100 entries (9 MB of bodies, 20,000 entries): what Python
+    holds at its peak is about one page's worth, not the whole walk's (a 1,000,000-entry
+    feed must stay under 200 MB: bench/checkfeed_memory.py)."""
+    import tracemalloc
+
+    from bench.harvest_memory import serve
+
+    server, feed = serve(pages=200, per_page=100)
+    try:
+        page_bytes = len(feed.document("/archives/1"))
+        tracemalloc.start()
+        result = check_feed(f"{feed.base}/feed", sample=5, http_checks=False,
+                            state_path=None, limits=Limits(max_requests=400))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+        server.shutdown()
+    assert result.documents == 200
+    assert result.complete
+    assert peak < 40 * page_bytes  # every page kept would be 200 bodies and their entries

@@ -65,6 +65,46 @@ def test_a_second_run_costs_one_conditional_request_when_nothing_changed(live_fe
     assert harvested_view(again) == database_view(feed)
 
 
+def test_fetch_records_gives_the_atom_harvest_each_records_key_and_metadata(live_feed,
+                                                                              tmp_path):
+    """An Atom entry carries no metadata: --fetch-records reads it at the record's
+    alternate link, once per change of the record (and not again for the same entry met
+    in a subscription document read again)."""
+    from archives.log import publishing
+    from archives.models import Record
+
+    from .factories import record_data
+
+    feed, url = live_feed
+    random_history(feed, random.Random(3), 20, [f"k{n}" for n in range(5)])
+    state = tmp_path / "state"
+
+    def whole(result):
+        return {r["atom_id"]: (r["key"], r["metadata"], r["title"]) for r in result.records}
+
+    def in_database():
+        return {r.atom_id: (r.key, r.metadata, r.title)
+                for r in Record.objects.filter(feed=feed, deleted_at__isnull=True)}
+
+    first = harvest(url, state_path=state, fetch_records=True)
+    assert first.complete, first.warnings
+    assert whole(first) == in_database()
+
+    publishing.put_record(feed=feed, key="k9", data=record_data(9, metadata={"new": True}))
+    client = HttpClient()
+    second = harvest(url, state_path=state, client=client, fetch_records=True)
+    fetched = [u for method, u, status in client.log if "/records/" in u]
+    assert fetched == [f"{url}records/k9"]  # only the record that changed
+    assert whole(second) == in_database()
+
+
+def test_fetch_records_is_refused_for_formats_that_carry_their_records(live_feed):
+    feed, url = live_feed
+    random_history(feed, random.Random(5), 4, ["a", "b"])
+    with pytest.raises(HarvestFailed, match="for Atom feeds only"):
+        harvest(f"{url}pages/latest", fetch_records=True)
+
+
 def test_an_incremental_harvest_fetches_only_the_new_pages(live_feed, tmp_path):
     feed, url = live_feed
     rng = random.Random(7)

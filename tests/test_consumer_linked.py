@@ -218,7 +218,10 @@ def test_a_text_body_is_kept_as_text(server):
     [record] = harvest(server.url("/p")).records
     assert record == {"id": "http://x/a", "updated": "2023-11-27T03:10:00.000000Z",
                       "content_id": "<1-A@x>", "source": server.url("/p"),
-                      "content_type": "text/plain", "text": "hello"}
+                      "content_type": "text/plain", "text": "hello",
+                      # the shared fields (archives/consumer/records.py): none in a text body
+                      "key": None, "atom_id": None, "title": "", "summary": "",
+                      "metadata": None, "links": [], "alternate": "http://x/a"}
 
 
 def test_a_snapshot_without_hints_is_followed_by_crawling_back_to_its_date(server):
@@ -491,3 +494,30 @@ def test_the_harvest_command_starts_from_a_named_snapshot(server, tmp_path):
     assert "6 entries applied" in errors.getvalue()  # 4 of the snapshot, 5 and 6 after it
     assert len(output.read_text().splitlines()) == 6
     assert server.requested("/snapshots/named/") == 1
+
+
+def test_every_format_writes_one_record_shape(live_feed):
+    """Atom and linked pages of one feed: the same fields in every record (archives/
+    consumer/records.py), the same atom_id, title, summary and links; key and metadata
+    wherever the format carries them (linked pages: the record's JSON; Atom: none)."""
+    from archives.consumer.records import SHARED
+
+    feed, atom_url, entry = live_feed
+    random_history(feed, random.Random(7), 20, [f"k{n}" for n in range(6)])
+    atom = {r["atom_id"]: r for r in harvest(atom_url).records}
+    linked = {r["atom_id"]: r for r in harvest(entry).records}
+
+    fields = {"id", "updated", "source", *SHARED}
+    assert all(fields <= set(record) for record in [*atom.values(), *linked.values()])
+    assert atom.keys() == linked.keys()
+    same = ("title", "summary")
+    assert {i: [r[f] for f in same] for i, r in atom.items()} == {
+        i: [r[f] for f in same] for i, r in linked.items()}
+    live = {record.atom_id: record for record in Record.objects.filter(
+        feed=feed, deleted_at__isnull=True)}
+    assert {i: (r["key"], r["metadata"]) for i, r in linked.items()} == {
+        i: (record.key, record.metadata) for i, record in live.items()}
+    assert {(r["key"], r["metadata"]) for r in atom.values()} == {(None, None)}
+    # The producer's links: the Atom entry's besides feedpub's two alternates.
+    assert {i: r["links"] for i, r in linked.items()} == {
+        i: [link for link in r["links"] if link["rel"] != "alternate"] for i, r in atom.items()}

@@ -224,6 +224,7 @@ def test_a_first_harvest_returns_exactly_the_live_records_in_dublin_core(oai, tm
         "metadata": {"title": ["Book 1"], "creator": ["Someone", "Someone else"],
                      "description": ["About book 1"],
                      "identifier": ["https://example.org/books/1", "isbn-1"]},
+        "key": None, "atom_id": None,  # not in Dublin Core
     }
     assert [r["metadataPrefix"] for r in oai.list_records_requests()[:1]] == ["oai_dc"]
     assert result.summary.live_records == 4

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import gzip
 import os
+import tempfile
 import threading
+import time
 from datetime import timedelta
 from io import StringIO
+from pathlib import Path
 
 import pytest
 from django.core.files.base import ContentFile
@@ -306,3 +309,66 @@ def test_a_linked_page_stored_while_exporting_stays_pending(sealed_feed, pages_d
     monkeypatch.setattr(export, "write", write)
     assert export.export_pending() == 1
     assert "feeds/books/pages/1" in files(pages_dir)
+
+
+def killed_writers_temporary(directory) -> Path:
+    """What a writer killed half-way through a file leaves: tempfile's hidden name, part
+    of the bytes."""
+    directory.mkdir(parents=True, exist_ok=True)
+    handle, name = tempfile.mkstemp(prefix=".index.xml.", dir=directory)
+    os.write(handle, b"<feed half written")
+    os.close(handle)
+    return Path(name)
+
+
+def later(monkeypatch, seconds: float) -> None:
+    now = time.time() + seconds
+    monkeypatch.setattr(export.time, "time", lambda: now)
+
+
+def test_files_are_written_through_the_temporary_directory(pages_dir, monkeypatch):
+    made = []
+    real = tempfile.mkstemp
+    monkeypatch.setattr(export.tempfile, "mkstemp",
+                        lambda **kwargs: made.append(kwargs["dir"]) or real(**kwargs))
+    export.storage().save("feeds/a/archives/1/index.xml", ContentFile(b"<feed/>"))
+    assert set(made) == {str(pages_dir / export.TEMPORARY_DIR)}
+    assert files(pages_dir) == {"feeds/a/archives/1/index.xml"}
+
+
+def test_the_next_export_pass_removes_a_killed_writers_temporary(sealed_feed, pages_dir,
+                                                                 settled, monkeypatch):
+    stale = killed_writers_temporary(pages_dir / export.TEMPORARY_DIR)
+    later(monkeypatch, export.STALE_TEMPORARY + 1)
+    export.export_pending()
+    assert not stale.exists()
+    assert not [path for path in files(pages_dir) if "/." in f"/{path}"]
+
+
+def test_an_export_pass_leaves_a_live_writers_temporary_alone(sealed_feed, pages_dir,
+                                                               settled, monkeypatch):
+    live = killed_writers_temporary(pages_dir / export.TEMPORARY_DIR)
+    later(monkeypatch, export.STALE_TEMPORARY - 60)  # younger than a dead writer's
+    export.export_pending()
+    assert live.read_bytes() == b"<feed half written"
+
+
+def test_verify_removes_killed_writers_temporaries_anywhere(sealed_feed, pages_dir, settled,
+                                                            monkeypatch):
+    export.export_pending()
+    beside = killed_writers_temporary(pages_dir / PAGE_2)  # where they were once made
+    inside = killed_writers_temporary(pages_dir / export.TEMPORARY_DIR)
+    later(monkeypatch, export.STALE_TEMPORARY + 1)
+
+    dry = StringIO()
+    call_command("export_pages", "--verify", "--dry-run", stdout=dry)
+    assert beside.exists()
+    assert inside.exists()
+    out = StringIO()
+    call_command("export_pages", "--verify", stdout=out)
+
+    assert not beside.exists()
+    assert not inside.exists()
+    for report, verb in ((dry, "would remove"), (out, "removed")):
+        assert f"{verb} {beside.relative_to(pages_dir)} (left by a writer that died)" \
+            in report.getvalue()

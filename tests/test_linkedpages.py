@@ -392,27 +392,81 @@ def test_snapshots_taken_while_writers_run_are_consistent_cuts(client):
         assert shape(follow_feed(client, index, records)) == live_records(feed)
 
 
+class FakeClock:
+    """time.monotonic for a watching sealer: moved only by the test."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def test_the_watching_sealer_snapshots_changed_feeds_only(sealed_feed, monkeypatch):
     from archives.management.commands import seal_archives
 
-    passes = iter(range(3))
+    clock, passes = FakeClock(), iter(range(3))
 
-    def sleep(seconds):
+    def sleep(seconds):  # between passes: 1000 s go by, and one more write
         if next(passes, None) is None:
             raise KeyboardInterrupt
-        if seconds == 1:  # between passes: one more write after the first snapshot
-            publishing.put_record(feed=sealed_feed, key="k9", data=record_data(9))
+        clock.now += 1000
+        publishing.put_record(feed=sealed_feed, key="k9", data=record_data(9))
 
     monkeypatch.setattr(seal_archives.time, "sleep", sleep)
-    monotonic = iter(range(0, 10_000, 1000))
-    monkeypatch.setattr(seal_archives.time, "monotonic", lambda: next(monotonic))
+    monkeypatch.setattr(seal_archives.time, "monotonic", clock)
     out = StringIO()
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(KeyboardInterrupt):  # passes at 0, 1000, 2000 and 3000 s
         call_command("seal_archives", "--watch", "1", "--snapshot-every", "1500", stdout=out)
 
     snapshots = list(Snapshot.objects.filter(feed=sealed_feed).order_by("created"))
-    assert [snapshot.last_seq for snapshot in snapshots] == [7, 8]
+    assert [snapshot.last_seq for snapshot in snapshots] == [7, 8]  # at 0 and 2000 s
     assert out.getvalue().count("snapshot ") == 2
+
+
+def test_a_full_page_is_sealed_while_a_slow_snapshot_is_under_way(db, settings, monkeypatch):
+    """A snapshot slowed to 0.3 s a page spans many of the sealer's passes: a page of
+    another feed that fills meanwhile is sealed at the next pass, not after the snapshot;
+    and the pages taken in slices, across a seal of the snapshot's own feed, are the bytes
+    a snapshot taken at once would hold."""
+    from archives.management.commands import seal_archives
+    from archives.storage import snapshots
+
+    settings.FEEDPUB_SEAL_ON_WRITE = False
+    big, other = FeedFactory(slug="big", page_size=3), FeedFactory(slug="other", page_size=3)
+    for n in range(20):  # 6 pages sealed by the first pass, entries 19 and 20 after them
+        publishing.put_record(feed=big, key=f"k{n}", data=record_data(n))
+    clock, seen = FakeClock(), []
+    make_page = snapshots._page
+
+    def slow_page(snapshot, number, parts):
+        clock.now += 0.3
+        seen.append((snapshot.pages, Feed.objects.get(pk=other.pk).sealed_pages))
+        if number == 3:  # under way: pages fill meanwhile
+            for n in range(3):
+                publishing.put_record(feed=other, key=f"k{n}", data=record_data(n))
+            publishing.put_record(feed=big, key="k20", data=record_data(20))  # after the cut
+        return make_page(snapshot, number, parts)
+
+    def sleep(seconds):  # a sealer sleeps only once the snapshot is done
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(snapshots, "_page", slow_page)
+    monkeypatch.setattr(seal_archives.time, "monotonic", clock)
+    monkeypatch.setattr(seal_archives.time, "sleep", sleep)
+    with pytest.raises(KeyboardInterrupt):
+        call_command("seal_archives", "--watch", "60", "--snapshot-every", "3600",
+                     stdout=StringIO())
+
+    snapshot = Snapshot.objects.get(feed=big)
+    sealed_at = next(pages for pages, other_sealed in seen if other_sealed)
+    assert (snapshot.complete, snapshot.last_seq, snapshot.pages) == (True, 20, 7)
+    assert 1 <= sealed_at < snapshot.pages  # sealed while the snapshot was half-way
+    assert Feed.objects.get(pk=big.pk).sealed_pages == 7  # big's page 7 too, meanwhile
+    at_once = [snapshots.linkedpages.render(parts) for parts in snapshots._chunks(
+        snapshots.live_entities(Feed.objects.get(pk=big.pk), 20), 3)]
+    assert [bytes(body) for body in snapshot.page_set.order_by("number")
+            .values_list("body", flat=True)] == at_once
 
 
 def test_a_feed_with_nothing_new_since_its_snapshot_gets_no_other(sealed_feed, feed):
@@ -450,15 +504,16 @@ def test_the_page_size_is_fixed_once_the_feed_has_an_entry(feed):
 
 def test_a_failing_snapshot_never_stops_the_sealer(sealed_feed, monkeypatch, caplog):
     from archives.management.commands import seal_archives
+    from archives.storage import snapshots
 
-    def broken(**kwargs):
+    def broken(snapshot, **kwargs):
         raise ValueError("a broken page")
 
     passes = iter(range(2))
-    monkeypatch.setattr(seal_archives, "snapshot_changed_feeds", broken)
+    monkeypatch.setattr(snapshots, "advance_snapshot", broken)
     monkeypatch.setattr(seal_archives.time, "sleep", lambda seconds: next(passes))
     monkeypatch.setattr(seal_archives.time, "monotonic", lambda: 10_000.0)
     with pytest.raises(StopIteration):  # the loop went on to its third pass
         call_command("seal_archives", "--watch", "1", "--snapshot-every", "1",
                      stdout=StringIO())
-    assert caplog.text.count("taking snapshots failed") == 1  # then not due again
+    assert caplog.text.count("failed; the next round tries again") == 1  # then not due

@@ -285,6 +285,12 @@ def test_a_batch_over_the_limit_is_refused(feed):
         ("k", record_data(1, links=[
             {"href": "https://e.org/a", "rel": "http://www.iana.org/assignments/relation/alternate",
              "type": "application/atom+xml"}]), "links"),
+        ("k", record_data(1, links=[{"href": "https://e.org/p", "type": "text/html"}]), "links"),
+        ("k", record_data(1, links=[{"href": "https://e.org/p", "rel": "alternate",
+                                     "type": "Text/HTML; charset=utf-8"}]), "links"),
+        ("k", record_data(1, links=[{"href": "https://e.org/a.png", "type": "image/png"},
+                                    {"href": "https://e.org/b.png", "type": "image/png"}]),
+         "links"),
         ("k", record_data(1, links=[{"href": "/relative"}]), "links"),
         ("k", record_data(1, links=[{"href": "ftp://example.org/x"}]), "links"),
         ("k", record_data(1, links=[{"href": "https://e.org", "type": "html"}]), "links"),
@@ -392,3 +398,26 @@ def test_the_plain_url_shortcut_gives_urlsplits_answer(href):
         return parts.scheme.lower() in {"urn", "tag"} and bool(parts.path)
 
     assert validation._is_absolute_uri(href) == by_urlsplit(href)
+
+
+def test_a_producers_text_html_alternate_is_refused_saying_what_to_do_instead(feed):
+    """feedpub links every active entry's page for people as its text/html alternate: a
+    second one would break RFC 4287 4.1.2 in every document the entry is in."""
+    with pytest.raises(ValidationError) as raised:
+        publishing.put_record(feed=feed, key="k", data=record_data(1, links=[
+            {"href": "https://e.org/img", "rel": "related", "type": "image/png"},
+            {"href": "https://e.org/page", "rel": "alternate", "type": "text/html"}]))
+
+    (message,) = raised.value.message_dict["links"]
+    assert message.startswith("links[1]: feedpub already links the record's page for people")
+    assert "such as related" in message
+    assert entries(feed) == []
+
+
+def test_one_alternate_of_each_other_type_and_related_html_pages_are_accepted(feed):
+    links = [{"href": "https://e.org/page", "rel": "related", "type": "text/html"},
+             {"href": "https://e.org/other", "rel": "related", "type": "text/html"},
+             {"href": "https://e.org/data.json", "type": "application/json"},
+             {"href": "https://e.org/cover.png", "rel": "alternate", "type": "image/png"}]
+    publishing.put_record(feed=feed, key="k", data=record_data(1, links=links))
+    assert len(Record.objects.get(key="k").links) == 4

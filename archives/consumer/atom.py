@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 from urllib.parse import urljoin
@@ -63,6 +63,18 @@ class AtomDocument:
     is_archive: bool
     is_complete: bool
     entries: list[AtomEntry]
+    # (oldest, newest) atom:updated of the entries (None: none is dated), kept by `slim`.
+    entry_span: tuple[datetime, datetime] | None = None
+
+    def __post_init__(self):
+        if self.entry_span is None:
+            times = [entry.updated for entry in self.entries if entry.updated]
+            self.entry_span = (min(times), max(times)) if times else None
+
+    def slim(self) -> AtomDocument:
+        """The document without its tree and entries: its links and dates, what a walk
+        keeps of a page it has checked (a million entries in memory are gigabytes)."""
+        return replace(self, root=None, entries=[])
 
     def link(self, rel: str) -> str | None:
         hrefs = self.links.get(rel)
@@ -159,9 +171,29 @@ def _entry(element: etree._Element) -> AtomEntry:
 
 
 def _link(link: etree._Element) -> dict[str, str]:
-    attributes = {name: value for name in ("rel", "type", "title") if (value := link.get(name))}
+    attributes = {name: value for name in ("rel", "type", "hreflang", "title")
+                  if (value := link.get(name))}
     attributes["href"] = _absolute(link, link.get("href"))
     return attributes
+
+
+def feed_links(root: etree._Element) -> list[dict[str, str]]:
+    """The feed element's own links, as an entry's are read (rel, type, hreflang, title)."""
+    return [_link(link) for link in root.iterfind(f"{A}link") if link.get("href") is not None]
+
+
+def repeated_alternates(links: Iterable[dict[str, str]]) -> list[str]:
+    """RFC 4287 4.1.1 (a feed) and 4.1.2 (an entry): at most one alternate link of each
+    type and hreflang. What is repeated, said as a person reads it ("2 alternate links of
+    type text/html and no hreflang")."""
+    counts: dict[tuple[str, str], int] = {}
+    for link in links:
+        if link.get("rel", "alternate") == "alternate":
+            kind = (link.get("type", ""), link.get("hreflang", ""))
+            counts[kind] = counts.get(kind, 0) + 1
+    return [f"{count} alternate links of {f'type {kind}' if kind else 'no type'} and "
+            f"{f'hreflang {lang}' if lang else 'no hreflang'}"
+            for (kind, lang), count in counts.items() if count > 1]
 
 
 def _child_text(element: etree._Element, name: str) -> str | None:

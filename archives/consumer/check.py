@@ -19,17 +19,28 @@ import os
 import random
 import tempfile
 import time
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 from datetime import datetime
+from email.message import Message
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lxml import etree, isoschematron
 
-from .atom import A, AtomDocument, DocumentError, parse_document, timestamp_text
+from .atom import (
+    A,
+    AtomDocument,
+    DocumentError,
+    document_rows,
+    feed_links,
+    parse_document,
+    repeated_alternates,
+    timestamp_text,
+)
 from .http import ATOM, FetchError, HttpClient, Limits, Response, RunLimitReached, parse_link_header
-from .state import Reconstruction
+from .state import Reconstruction, RowsByPage
 
 if TYPE_CHECKING:
     from tqdm import tqdm  # the caller's progress bar, if any
@@ -62,11 +73,17 @@ class CheckFailed(Exception):
     """The check could not run at all (the start URL does not answer with a document)."""
 
 
+# The headers of a checked page, once its HTTP checks are done (a Message is kilobytes).
+NO_HEADERS = Message()
+
+
 @dataclass
 class Page:
     url: str
     response: Response
     document: AtomDocument | None  # None when the body is not an Atom feed
+    # An archive page's hashes, for --state (content_hash, and the body's sha256).
+    fingerprint: dict[str, str] | None = None
 
 
 @dataclass
@@ -179,6 +196,11 @@ class Checker(HttpChecks):
     format = ATOM
     media_type = ATOM_MEDIA_TYPE
 
+    # Whether a checked page keeps its entries in memory (the RSS checker's sample reads
+    # them); the Atom checkers keep each page's rows on disk instead (`rows`), so that a
+    # walk of a million entries stays small (bench/checkfeed_memory.py).
+    keeps_entries = False
+
     def __init__(self, *, client: HttpClient | None = None, state_path: str | None = None,
                  sample: int = 5, http_checks: bool = True, seed: int = 5005):
         super().__init__(client=client)
@@ -186,7 +208,9 @@ class Checker(HttpChecks):
         self.sample = sample
         self.http_checks = http_checks
         self.seed = seed
+        # Every page met, by URL, as `_kept` keeps it once checked: links, dates, hashes.
         self.pages: dict[str, Page] = {}
+        self.rows = RowsByPage()
         self.chain: list[str] = []  # the prev-archive walk, newest first
 
     # The walk ------------------------------------------------------------------------
@@ -241,6 +265,8 @@ class Checker(HttpChecks):
         return None if response is None else self._accept(url, response)
 
     def _accept(self, url: str, response: Response) -> Page:
+        """Check a document on its own; the whole page for the caller, while `pages` keeps
+        only what the checks between pages need (`_kept`)."""
         try:
             document = self.parse(response.body, url, base=response.url)
         except DocumentError as error:
@@ -253,7 +279,25 @@ class Checker(HttpChecks):
         if self.http_checks:
             self._check_http(page)
         self._checked(len(document.entries) if document is not None else 0)
+        self.pages[url] = self._kept(page)
         return page
+
+    def _kept(self, page: Page) -> Page:
+        """What is kept of a checked page: no body, no tree, and its entries only as rows
+        on disk (unless `keeps_entries`); an archive page's hashes for --state."""
+        document, response = page.document, page.response
+        fingerprint = None
+        if self.state_path is not None and document is not None and document.is_archive:
+            fingerprint = {"content": content_hash(response.body),
+                           "body": hashlib.sha256(response.body).hexdigest()}
+        if document is not None and self.keeps_entries:
+            document = replace(document, root=None)  # the tree, at least
+        elif document is not None:
+            if self.sample > 0:
+                self.rows.add(page.url, document_rows(document))
+            document = document.slim()
+        return Page(page.url, replace(response, body=b"", headers=NO_HEADERS), document,
+                    fingerprint)
 
     # One document ------------------------------------------------------------------
 
@@ -271,8 +315,15 @@ class Checker(HttpChecks):
             self._problem(url, "rfc5005.current", "an archive document without a current link")
         if document.updated is None:
             self._problem(url, "pmh.updated", "the document has no valid atom:updated")
+        for repeated in repeated_alternates(feed_links(document.root)):
+            self._problem(url, "atom.alternates", f"the feed has {repeated} (RFC 4287 4.1.1 "
+                                                  "allows one of each type and hreflang)")
         for entry in document.entries:
             label = entry.id or "(an entry without atom:id)"
+            for repeated in repeated_alternates(entry.links):
+                self._problem(url, "atom.alternates",
+                              f"entry {label} has {repeated} (RFC 4287 4.1.2 allows one of "
+                              "each type and hreflang)")
             if entry.updated is None:
                 self._problem(url, "pmh.updated", f"entry {label} has no valid atom:updated")
             elif document.updated is not None and entry.updated > document.updated:
@@ -383,16 +434,16 @@ class Checker(HttpChecks):
             self._problem(newer.url, "rfc5005.one-way",
                           f"prev-archive {older.url} is not the newest archive page: it links "
                           f"next-archive to {older.next_archive}")
-        newer_times = [entry.updated for entry in newer.entries if entry.updated]
-        older_times = [entry.updated for entry in older.entries if entry.updated]
-        if newer_times and older.updated and older.updated > min(newer_times):
+        newer_oldest = newer.entry_span[0] if newer.entry_span else None
+        older_newest = older.entry_span[1] if older.entry_span else None
+        if newer_oldest and older.updated and older.updated > newer_oldest:
             self._problem(older.url, "pmh.prev-updated",
                           f"updated {_text(older.updated)} is later than entry "
-                          f"{_text(min(newer_times))} of {newer.url}, which links here")
-        if newer_times and older_times and max(older_times) > min(newer_times):
+                          f"{_text(newer_oldest)} of {newer.url}, which links here")
+        if newer_oldest and older_newest and older_newest > newer_oldest:
             self._problem(newer.url, "pmh.order",
-                          f"entry {_text(min(newer_times))} is older than entry "
-                          f"{_text(max(older_times))} of the previous page {older.url}")
+                          f"entry {_text(newer_oldest)} is older than entry "
+                          f"{_text(older_newest)} of the previous page {older.url}")
         if older.updated and newer.updated and older.updated > newer.updated:
             self._problem(newer.url, "pmh.order",
                           f"updated {_text(newer.updated)} is earlier than the previous page's "
@@ -408,12 +459,9 @@ class Checker(HttpChecks):
             return
         reconstruction = Reconstruction()
         for url in reversed(self.chain):
-            document = self._document(url)
-            if document is not None:
-                reconstruction.apply(document)
-        live = [record for record in reconstruction.live() if record.get("alternate")]
-        chosen = random.Random(self.seed).sample(live, min(self.sample, len(live)))  # noqa: S311
-        for record in chosen:
+            reconstruction.apply_rows(self.rows.of(url))
+        live = (record for record in reconstruction.live() if record.get("alternate"))
+        for record in reservoir(live, self.sample, random.Random(self.seed)):  # noqa: S311
             self._check_alternate(record)
 
     def _check_alternate(self, record: dict[str, Any]) -> None:
@@ -441,8 +489,7 @@ class Checker(HttpChecks):
         for page in self.pages.values():
             if page.document is None or not page.document.is_archive:
                 continue
-            seen = {"content": content_hash(page.response.body),
-                    "body": hashlib.sha256(page.response.body).hexdigest(),
+            seen = {**page.fingerprint,
                     "has_next": page.document.next_archive is not None,
                     "updated": timestamp_text(page.document.updated)}
             before = state["pages"].get(page.url)
@@ -455,6 +502,18 @@ class Checker(HttpChecks):
                               "this archive page changed after it had its next-archive link")
             state["pages"][page.url] = seen
         save_state(self.state_path, state)
+
+
+def reservoir(items: Iterable[Any], size: int, rng: random.Random) -> list[Any]:
+    """`size` of `items` chosen uniformly, holding no more than that many at a time
+    (Algorithm R): a sample of a million live records without a list of them."""
+    chosen: list[Any] = []
+    for seen, item in enumerate(items):
+        if seen < size:
+            chosen.append(item)
+        elif (slot := rng.randrange(seen + 1)) < size:
+            chosen[slot] = item
+    return chosen
 
 
 # Internal entities are expanded: C14N cannot write an entity reference, and what a page

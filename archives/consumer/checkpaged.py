@@ -91,10 +91,10 @@ class PagedChecker(Checker):
         if self.state_path is not None:
             self.notes.append("the state file is not used on a paged feed: RFC 5005 promises "
                               "nothing about the stability of its documents")
-        self._accept(url, first)
+        start = self._accept(url, first)
         self.entries: dict[tuple[str, str], str] = {}
         try:
-            self._walk_next(url)
+            self._walk_next(start)
             self._check_first_and_last()
             start = self.pages[url].document
             if start is not None and not start.link("previous"):
@@ -104,9 +104,8 @@ class PagedChecker(Checker):
             self._stopped(error)
         return self._result(len(self.pages))
 
-    def _walk_next(self, url: str) -> None:
-        self.chain = [url]  # newest first, as _check_alternates expects
-        current = self.pages[url]
+    def _walk_next(self, current: Page) -> None:
+        self.chain = [current.url]  # newest first, as _check_alternates expects
         self._check_entries(current)
         while current.document is not None and (target := current.document.link("next")):
             if target in self.pages:

@@ -145,6 +145,8 @@ class RssChecker(Checker):
             self._problem(url, "rfc5005.complete",
                           f"fh:complete beside {' and '.join(archive_links)} links")
 
+    keeps_entries = True  # read again by the sample below
+
     def _check_alternates(self) -> None:
         """A sample of live items: their link must resolve. Items are duplicates by guid
         (RFC 5005 Appendix B): the newest pubDate wins, a tie the newer document's."""

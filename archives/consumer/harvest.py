@@ -32,7 +32,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
 
 from .atom import AtomDocument, DocumentError, document_rows, parse_document, timestamp_text
-from .http import MISSING_STATUSES, FetchError, HttpClient, Response
+from .http import MISSING_STATUSES, FetchError, HttpClient, Response, RunLimitReached
+from .records import from_feedpub_json
 from .state import HarvestState, Reconstruction, RecordStore, StagedPages, StateError
 
 if TYPE_CHECKING:
@@ -141,8 +142,11 @@ class HarvestRun:
 class Harvester(HarvestRun):
     """One run: revalidate the subscription, walk back to known ground, apply oldest first."""
 
-    def __init__(self, *, state: HarvestState | None = None, **run):
+    def __init__(self, *, state: HarvestState | None = None, fetch_records: bool = False,
+                 **run):
         super().__init__(state=state or HarvestState.load(), **run)
+        self.fetch_records = fetch_records
+        self.unfetched = False
 
     def run(self, url: str, *, first: Response | None = None,
             meter: Meter | None = None) -> HarvestResult:
@@ -163,10 +167,12 @@ class Harvester(HarvestRun):
             if gap not in seen:
                 self._walk(gap, staged, seen)
         self._apply(staged, complete=subscription is not None and subscription.complete)
+        if self.fetch_records:
+            self._fetch_records()
         show_progress(self.progress, self.summary, self.client)
         summary = self.summary
         meter.fill(summary, self.client)
-        summary.complete = not self.state.pending
+        summary.complete = not self.state.pending and not self.unfetched
         if self.state.pending:
             self._warn("the reconstruction is incomplete: entries of these pages and any older "
                        "ones may be missing: " + ", ".join(self.state.pending))
@@ -247,6 +253,38 @@ class Harvester(HarvestRun):
                 "sha256": hashlib.sha256(response.body).hexdigest(),
                 "immutable": "immutable" in response.cache_control})
         return PageLinks(document.prev_archive, document.is_complete)
+
+    def _fetch_records(self) -> None:
+        """--fetch-records: what an Atom entry does not carry (a key, metadata), from the
+        JSON at the alternate link of each live record not fetched since it last changed
+        (feedpub's record URL answers `Accept: application/json` with the record). An
+        answer that is not a JSON object leaves those fields empty; a failed fetch leaves
+        the record to the next run, and this one incomplete."""
+        failed = 0
+        for atom_id, record in self.state.records.unfetched():
+            try:
+                response = self.client.fetch(record["alternate"],
+                                             headers={"Accept": "application/json"})
+            except RunLimitReached:
+                failed += 1
+                break
+            except FetchError:
+                failed += 1
+                continue
+            if response.status != 200:
+                failed += 1
+                continue
+            try:
+                body = json.loads(response.body)
+            except ValueError:
+                body = None
+            self.state.records.fetched(atom_id, {**record, **from_feedpub_json(body)})
+            show_progress(self.progress, self.summary, self.client)
+        if failed:
+            self.unfetched = True
+            self._warn(f"the JSON of {failed} live record(s) could not be fetched from their "
+                       "alternate links (or the request budget ran out); the next run tries "
+                       "again")
 
     def _apply(self, staged: StagedPages, *, complete: bool) -> None:
         reconstruction = Reconstruction(self.state.records)

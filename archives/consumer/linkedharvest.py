@@ -56,6 +56,7 @@ from .linked import (
     parse_page,
     snapshot_url_for,
 )
+from .records import from_feedpub_json, shaped
 from .state import STATE_VERSION, StateError, read_meta
 
 # Where a first run starts: the newest snapshot if one is found (else the oldest page), a
@@ -102,8 +103,10 @@ class LinkedRecords:
         for location, updated, content_id, source, content in self.db.execute(
                 "SELECT location, updated, content_id, source, content FROM linked_records "
                 "ORDER BY updated, location"):
-            yield {"id": location, "updated": updated, "content_id": content_id,
-                   "source": source, **json.loads(content)}
+            content = json.loads(content)
+            yield shaped({"id": location, "updated": updated, "content_id": content_id,
+                          "source": source, **content},
+                         **{"alternate": location, **from_feedpub_json(content.get("record"))})
 
     def count_live(self) -> int:
         return self.db.execute("SELECT count(*) FROM linked_records").fetchone()[0]

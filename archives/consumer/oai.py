@@ -39,6 +39,7 @@ from lxml import etree
 from .atom import parse_timestamp
 from .harvest import HarvestFailed, HarvestResult, HarvestRun, LiveRecords, Meter, show_progress
 from .http import FetchError, Response
+from .records import shaped
 from .state import STATE_VERSION, StateError, read_meta
 
 OAI_PMH = "oai-pmh"  # the format's name for `harvest` and the state file
@@ -220,7 +221,7 @@ class OaiRecords:
     def live(self) -> Iterator[dict[str, Any]]:
         for (text,) in self.db.execute(
                 "SELECT record FROM oai_records ORDER BY datestamp, identifier"):
-            yield json.loads(text)
+            yield shaped(json.loads(text))
 
     def count_live(self) -> int:
         return self.db.execute("SELECT count(*) FROM oai_records").fetchone()[0]

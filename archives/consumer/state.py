@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from .atom import AtomDocument, Row, document_rows
 from .http import ATOM
+from .records import shaped
 
 if TYPE_CHECKING:
     pass  # the caller's progress bar, if any
@@ -69,7 +70,23 @@ class RecordStore:
                 "SELECT record FROM records WHERE deleted = 0 ORDER BY updated, id"):
             record = json.loads(text)
             del record["doc_updated"], record["deleted"]
-            yield record
+            record.pop("fetched", None)
+            yield shaped(record, atom_id=record["id"])  # Atom names a record by its atom:id
+
+    def unfetched(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        """The live records with an alternate link whose JSON was not fetched since they
+        last changed (a change replaces the row, and with it the mark)."""
+        for atom_id, text in self.db.execute(
+                "SELECT id, record FROM records WHERE deleted = 0 "
+                "AND json_extract(record, '$.fetched') IS NULL "
+                "AND json_extract(record, '$.alternate') IS NOT NULL ORDER BY updated, id"
+        ).fetchall():
+            yield atom_id, json.loads(text)
+
+    def fetched(self, atom_id: str, record: dict[str, Any]) -> None:
+        """Store what was fetched of a record, marked so that it is not fetched again."""
+        self.db.execute("UPDATE records SET record = ? WHERE id = ?",
+                        (json.dumps({**record, "fetched": True}), atom_id))
 
     def count_live(self) -> int:
         return self.db.execute("SELECT count(*) FROM records WHERE deleted = 0").fetchone()[0]
@@ -108,6 +125,12 @@ class Reconstruction:
         # (>=: documents are applied oldest first, so the later one is nearer the present).
         if current is not None and (updated, doc_updated) < current[:2]:
             return
+        if current is not None and updated == current[0] and not deleted \
+                and '"fetched": true' in current[2]:
+            # The same entry met again (a subscription document read again): what was
+            # fetched of it (harvest --fetch-records) still holds.
+            record = json.dumps({**json.loads(current[2]), **json.loads(record)})
+            row = (*row[:4], record)
         if deleted:
             self.deletions += 1
         if current is None or _content(record) != _content(current[2]):
@@ -148,6 +171,26 @@ class StagedPages:
         return self.db.execute("SELECT id, updated, doc_updated, deleted, record FROM staged "
                                "WHERE page >= ? ORDER BY page, position",
                                (-1 if first_page_only else -self.pages,))
+
+
+class RowsByPage:
+    """The rows of each document a walk met, by its URL, on disk (a private temporary
+    database), read back in whatever order the walk settles on: what a checker keeps of
+    the entries it has checked."""
+
+    def __init__(self):
+        self.db = _connect(None)
+        self.db.execute("CREATE TABLE rows (page TEXT, position INTEGER, id, updated, "
+                        "doc_updated, deleted, record, PRIMARY KEY (page, position))")
+
+    def add(self, page: str, rows: list[Row]) -> None:
+        self.db.execute("DELETE FROM rows WHERE page = ?", (page,))
+        self.db.executemany("INSERT INTO rows VALUES (?, ?, ?, ?, ?, ?, ?)",
+                            ((page, position, *row) for position, row in enumerate(rows)))
+
+    def of(self, page: str) -> Iterator[Row]:
+        return self.db.execute("SELECT id, updated, doc_updated, deleted, record FROM rows "
+                               "WHERE page = ? ORDER BY position", (page,))
 
 
 # State ---------------------------------------------------------------------------------

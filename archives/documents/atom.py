@@ -27,7 +27,7 @@ from lxml import etree
 from archives.db import fastsql
 from archives.formats import record_atom_id, rfc3339
 from archives.models import Entry, Feed, Record
-from archives.validation import RECORD_ENTRY_TYPE
+from archives.validation import RECORD_ENTRY_TYPE, RECORD_PAGE_TYPE
 
 ATOM_NS = "http://www.w3.org/2005/Atom"
 FH_NS = "http://purl.org/syndication/history/1.0"
@@ -349,7 +349,7 @@ def link_attributes(link: Link) -> dict[str, str]:
 
 
 XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
-HTML_TYPE = "text/html"
+HTML_TYPE = RECORD_PAGE_TYPE  # (so validation keeps producers from adding another)
 ENTRY, ID, TITLE, UPDATED, SUMMARY, CONTENT, LINK = (
     f"{A}{name}" for name in ("entry", "id", "title", "updated", "summary", "content", "link"))
 TEXT_TYPE = {"type": "text"}

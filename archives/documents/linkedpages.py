@@ -119,6 +119,12 @@ def _header(part: bytes, name: bytes) -> bytes:
     return part[start:part.index(CRLF, start)]
 
 
+def seq_of(part: bytes) -> int:
+    """The seq of the entry an entity is (its Content-ID names it: `content_id`)."""
+    start = part.index(b"<entry-") + len(b"<entry-")
+    return int(part[start:part.index(b"@", start)])
+
+
 def content_type_of(body: bytes) -> str:
     """The Content-Type of a stored page: its boundary is its first line."""
     boundary = body[2:body.index(CRLF)].decode()

@@ -49,22 +49,25 @@ class _LostRace(Exception):
     """Another sealer stored these pages first."""
 
 
-def seal_all(*, dry_run: bool = False,
-             on_sealed: Callable[[int], None] | None = None) -> list[SealedPage]:
+def seal_all(*, dry_run: bool = False, on_sealed: Callable[[int], None] | None = None,
+             stop: Callable[[], bool] = lambda: False) -> list[SealedPage]:
     """Seal every full page of every feed. A feed that fails (deleted meanwhile, say) is
     logged and skipped, so that one feed never stops the sealing of the others.
 
     Only feeds with a full page to seal are read, through the partial index that holds
     just those (models.NEEDS_SEALING): a pass that finds nothing to do is one query of an
     empty index, however many feeds there are (and one more of the pages not exported yet,
-    another partial index, when pages are exported)."""
+    another partial index, when pages are exported). Once `stop()` is true (a sealer asked
+    to stop), it ends after the run it is sealing."""
     global _backfilled
     if not dry_run and not _backfilled:
         _backfilled = _backfill()
     sealed = []
     for feed in Feed.objects.filter(Q(NEEDS_SEALING)).order_by("pk"):
+        if stop():
+            return sealed
         try:
-            sealed += seal_feed(feed, dry_run=dry_run, on_sealed=on_sealed)
+            sealed += seal_feed(feed, dry_run=dry_run, on_sealed=on_sealed, stop=stop)
         except Feed.DoesNotExist:
             logger.info("feed %s was deleted while sealing", feed.slug)
         except Exception:
@@ -97,14 +100,14 @@ def _backfill() -> bool:
 
 def seal_feed(
     feed: Feed, *, dry_run: bool = False, max_pages: int | None = None,
-    on_sealed: Callable[[int], None] | None = None,
+    on_sealed: Callable[[int], None] | None = None, stop: Callable[[], bool] = lambda: False,
 ) -> list[SealedPage]:
     """Seal the full pages of one feed (at most `max_pages`), oldest first; returns what
     it sealed. `on_sealed` is told how many pages each committed run sealed (a progress
-    bar's caller: a run can take seconds)."""
+    bar's caller: a run can take seconds). Once `stop()` is true, no other run begins."""
     sealed: list[SealedPage] = []
     previous = None  # (number, (body, rss)) of the last page this call stored
-    while max_pages is None or len(sealed) < max_pages:
+    while (max_pages is None or len(sealed) < max_pages) and not stop():
         feed.refresh_from_db(fields=["last_seq", "sealed_pages", *ArchiveDocument.feed_fields])
         first, last = feed.sealed_pages + 1, feed.full_pages
         if max_pages is not None:

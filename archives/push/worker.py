@@ -37,6 +37,7 @@ import re
 import secrets
 import time
 from collections.abc import Iterable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -210,11 +211,14 @@ class Worker:
         self.deliver(report, feed_ids)
         return report
 
-    def run(self, *, poll_seconds: float, stop=lambda: False, on_round=None) -> None:
+    def run(self, *, poll_seconds: float, stop=lambda: False, on_round=None,
+            idle=nullcontext) -> None:
         """Rounds until `stop()`: a full one every `poll_seconds`, and between them, on
         PostgreSQL, one for the feeds (and intents) notifications name as they come.
         A failed round is logged and the next one tries again: the database may be back,
-        and claims a failed round left lapse (claim_seconds)."""
+        and claims a failed round left lapse (claim_seconds). Each wait for a wake-up is
+        inside `idle()`, a context that may end it by raising (a stop asked for: a round
+        is never cut short)."""
         listener = Listener() if connection.vendor == "postgresql" else None
         next_poll = 0.0
         try:
@@ -222,7 +226,8 @@ class Worker:
                 wait = max(next_poll - time.monotonic(), 0)
                 # Either returns within `wait`, with what woke it or None (also when the
                 # listening connection is down: then it has slept, and this polls).
-                wake = listener.wait(wait) if listener else time.sleep(wait)
+                with idle():
+                    wake = listener.wait(wait) if listener else time.sleep(wait)
                 full = time.monotonic() >= next_poll
                 if not full and wake is None:
                     continue

@@ -32,14 +32,19 @@ from the database's.
 Writes are atomic: a reader sees the old file or the new one, never part of one
 (AtomicFileSystemStorage renames a complete temporary file over the name; an S3 PUT
 replaces an object whole). Neither is fsynced: after a power loss the database is still
-right, and `export_pages --verify` repairs the files.
+right, and `export_pages --verify` repairs the files. A writer killed half-way leaves its
+temporary file in TEMPORARY_DIR, which every export pass sweeps of files older than
+STALE_TEMPORARY (a live writer holds one for milliseconds), as `--verify` also does
+everywhere (temporaries were once made beside their files).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -64,6 +69,16 @@ GZIP = ".gz"
 # existing archive) never holds up sealing for long; `export_pages` does it all at once.
 PAGES_PER_PASS = 500
 BATCH = 50  # pages read (bodies and all) per query
+# Where files are written before they are renamed into place: one directory, so that a
+# sweep for the temporaries of killed writers lists only it (never a feed's pages/, which
+# holds a file per page); in the storage (one filesystem: the rename stays atomic), and
+# hidden (no URL maps to it).
+TEMPORARY_DIR = ".tmp"
+# tempfile.mkstemp's names: ours are "." + the file's name + "." + 8 random characters.
+TEMPORARY_NAME = re.compile(r"\..+\.[a-z0-9_]{8}")
+# A temporary older than this (by its inode's change time, which every write and utime
+# moves; its mtime is set back to the page's) belongs to a writer that died: removed.
+STALE_TEMPORARY = 600
 
 
 def storage() -> Storage:
@@ -92,13 +107,15 @@ class AtomicFileSystemStorage(FileSystemStorage):
     def _save(self, name: str, content) -> str:
         path = self.path(name)
         directory, base = os.path.split(path)
-        # A name no other writer has, whatever host or container it runs in (hidden:
-        # never a URL's file).
+        temporaries = self.path(TEMPORARY_DIR)
+        # A name no other writer has, whatever host or container it runs in.
         try:
-            handle, temporary = tempfile.mkstemp(prefix=f".{base}.", dir=directory)
-        except FileNotFoundError:  # a page's first file (a failing mkdir costs as much)
+            handle, temporary = tempfile.mkstemp(prefix=f".{base}.", dir=temporaries)
+        except FileNotFoundError:  # the storage's first file
+            self._make_directories(temporaries)
+            handle, temporary = tempfile.mkstemp(prefix=f".{base}.", dir=temporaries)
+        if not os.path.isdir(directory):  # a page's first file
             self._make_directories(directory)
-            handle, temporary = tempfile.mkstemp(prefix=f".{base}.", dir=directory)
         try:
             with os.fdopen(handle, "wb") as file:
                 for chunk in content.chunks():
@@ -133,6 +150,24 @@ class AtomicFileSystemStorage(FileSystemStorage):
     def second(self, name: str) -> int:
         """The file's time, in whole seconds (what nginx sends as Last-Modified)."""
         return int(os.stat(self.path(name)).st_mtime)
+
+    def remove_stale_temporaries(self, *, everywhere: bool = False,
+                                 dry_run: bool = False) -> list[str]:
+        """Remove the temporary files of writers that died (older than STALE_TEMPORARY)
+        from TEMPORARY_DIR or, `everywhere`, from the whole storage; their names."""
+        top = self.path(TEMPORARY_DIR if not everywhere else "")
+        before, removed = time.time() - STALE_TEMPORARY, []
+        for directory, subdirectories, names in os.walk(top):
+            if not everywhere:
+                subdirectories.clear()
+            for name in names:
+                path = os.path.join(directory, name)
+                with suppress(FileNotFoundError):  # another sweeper's meanwhile
+                    if TEMPORARY_NAME.fullmatch(name) and os.stat(path).st_ctime < before:
+                        if not dry_run:
+                            os.unlink(path)
+                        removed.append(os.path.relpath(path, self.location))
+        return removed
 
 
 class PagesS3Storage(S3Storage):
@@ -323,6 +358,8 @@ def export_pending(*, slug: str | None = None, limit: int | None = PAGES_PER_PAS
     if not settings.FEEDPUB_EXPORT_PAGES:
         return 0
     into, done = storage(), 0
+    for name in remove_stale_temporaries(into):
+        logger.warning("removed %s, left by a writer that died", name)
     while limit is None or done < limit:
         size = BATCH if limit is None else min(BATCH, limit - done)
         batch = SealedState.read(pending(slug)[:size])
@@ -336,6 +373,13 @@ def export_pending(*, slug: str | None = None, limit: int | None = PAGES_PER_PAS
         if len(batch) < size:
             break
     return done
+
+
+def remove_stale_temporaries(into: Storage, *, everywhere: bool = False,
+                             dry_run: bool = False) -> list[str]:
+    """The local storage's temporaries of killed writers, removed (an S3 PUT leaves none)."""
+    sweep = getattr(into, "remove_stale_temporaries", None)
+    return [] if sweep is None else sweep(everywhere=everywhere, dry_run=dry_run)
 
 
 def _mark_exported(pages: list[SealedState]) -> None:
@@ -361,14 +405,17 @@ class Verified:
     pages: int = 0
     rewritten: list[str] = field(default_factory=list)  # names written (missing or stale)
     removed: list[str] = field(default_factory=list)  # superseded files found and removed
+    temporaries: list[str] = field(default_factory=list)  # killed writers', removed
     unsettled: int = 0  # pages too recent to export yet
 
 
 def verify(*, slug: str | None = None, dry_run: bool = False,
            on_page: Callable[[], None] | None = None) -> Verified:
     """Compare every file of every sealed page with the database; write again what is
-    missing or stale (bytes differ, or a local file's time), remove superseded files."""
+    missing or stale (bytes differ, or a local file's time), remove superseded files and
+    the temporaries of writers that died."""
     into, report, cutoff = storage(), Verified(), settled_before()
+    report.temporaries = remove_stale_temporaries(into, everywhere=True, dry_run=dry_run)
     for page in _all_pages(slug):
         if on_page is not None:
             on_page()

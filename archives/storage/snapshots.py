@@ -4,19 +4,25 @@ entities, so that a linked-pages consumer can start from the present instead of 
 The cut is the feed's committed `last_seq` when the snapshot starts: every entry up to it
 is committed and none can appear below it later (the write path's invariant), so "for
 each record, its newest entry at or below the cut, unless a deletion" is the exact state
-as of that entry, however long the snapshot takes and whatever writers do meanwhile.
-Pages are stored one by one and the snapshot is marked complete last, so writers are
-never held up and nothing half-made is served.
+as of that entry, however long the snapshot takes and whatever writers and sealers do
+meanwhile. Pages are stored a batch at a time, each batch in a transaction that also
+advances the snapshot's counts (and claims it: a batch whose snapshot moved on or vanished
+meanwhile stores nothing), and the snapshot is marked complete with its last batch, so
+writers are never held up and nothing half-made is served. A snapshot can therefore be
+taken in slices (`advance_snapshot(until=...)`): each resumes after the last entity
+stored, which is how a watching sealer takes them without making sealing wait
+(`Snapshotting`).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from itertools import islice
 
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, transaction
 from django.db.models import Exists, OuterRef, Q, Subquery
 
 from archives.db import fastsql
@@ -30,57 +36,150 @@ logger = logging.getLogger(__name__)
 # feed's size.
 WINDOW = 5000
 BYTES_PER_COPY = 4 * 1024 * 1024
+DATABASE_LOST = (OperationalError, InterfaceError)
+# How long a watching sealer spends on snapshots between two sealing passes: the longest a
+# full page waits for its seal while a snapshot is under way (bench/snapshot_sealing.py).
+SLICE_SECONDS = 0.5
+
+
+class SnapshotLost(Exception):
+    """The snapshot was deleted, completed or advanced by someone else meanwhile."""
 
 
 def take_snapshot(feed: Feed, *, keep: int | None = None,
                   on_records: Callable[[int], None] | None = None) -> Snapshot:
-    """Freeze `feed`'s live records as of its newest committed entry; with `keep`, then
-    delete all but that many newest complete snapshots (see `prune`). `on_records` is
-    told how many records each page made holds (for a progress bar)."""
-    feed.refresh_from_db()
-    snapshot = Snapshot.objects.create(feed=feed, last_seq=feed.last_seq,
-                                       last_updated=feed.last_updated,
-                                       created=base.change_stamp())
-    pending: list[SnapshotPage] = []
-    for parts in _chunks(live_entities(feed, feed.last_seq), feed.page_size):
-        pending.append(_page(snapshot, snapshot.pages + len(pending) + 1, parts))
-        if on_records is not None:
-            on_records(len(parts))
-        if sum(len(page.body) for page in pending) >= BYTES_PER_COPY:
-            snapshot.pages += _store(pending)
-            pending = []
-    snapshot.pages += _store(pending)
-    snapshot.complete = True
-    snapshot.save(update_fields=["records", "pages", "complete"])
-    logger.info("snapshot %s of %s: %s records as of entry %s, %s pages", snapshot.uuid,
-                feed.slug, snapshot.records, snapshot.last_seq, snapshot.pages)
+    """Freeze `feed`'s live records as of its newest committed entry, all at once; with
+    `keep`, then delete all but that many newest complete snapshots (see `prune`).
+    `on_records` is told how many records each page made holds (for a progress bar)."""
+    snapshot = start_snapshot(feed)
+    advance_snapshot(snapshot, on_records=on_records)
     if keep is not None:
-        prune(feed, keep=keep)
+        prune(snapshot.feed, keep=keep)
     return snapshot
 
 
-def snapshot_changed_feeds(*, slug: str | None = None, keep: int) -> list[Snapshot]:
-    """A snapshot of each feed (or of `slug`) with entries after its newest snapshot: what
-    a sealer does every FEEDPUB_SNAPSHOT_EVERY seconds. Several sealers may each take one;
-    `keep` prunes the extra."""
+def start_snapshot(feed: Feed) -> Snapshot:
+    """An empty, incomplete snapshot of `feed` cut at its newest committed entry."""
+    feed.refresh_from_db()
+    return Snapshot.objects.create(feed=feed, last_seq=feed.last_seq,
+                                   last_updated=feed.last_updated,
+                                   created=base.change_stamp())
+
+
+def advance_snapshot(snapshot: Snapshot, *, until: float | None = None,
+                     on_records: Callable[[int], None] | None = None) -> bool:
+    """Store the next pages of `snapshot`, resuming after the last one stored, until the
+    `time.monotonic()` instant `until` has passed (at least one page; None: to the end),
+    and mark it complete with its last; whether it is complete. Raises SnapshotLost."""
+    feed = Feed.objects.get(pk=snapshot.feed_id)  # as sealed now: more pages to cut from
+    snapshot.feed = feed
+    pending: list[tuple[SnapshotPage, int]] = []
+    for parts in _chunks(live_entities(feed, snapshot.last_seq, after=_stored_up_to(snapshot)),
+                         feed.page_size):
+        number = snapshot.pages + len(pending) + 1
+        pending.append((_page(snapshot, number, parts), len(parts)))
+        if on_records is not None:
+            on_records(len(parts))
+        out_of_time = until is not None and time.monotonic() >= until
+        if out_of_time or sum(len(page.body) for page, _ in pending) >= BYTES_PER_COPY:
+            _store(snapshot, pending)
+            pending = []
+            if out_of_time:
+                return False
+    _store(snapshot, pending, complete=True)
+    logger.info("snapshot %s of %s: %s records as of entry %s, %s pages", snapshot.uuid,
+                feed.slug, snapshot.records, snapshot.last_seq, snapshot.pages)
+    return True
+
+
+def abandon(snapshot: Snapshot) -> None:
+    """Delete an incomplete snapshot and the pages stored of it (a sealer that stops)."""
+    with transaction.atomic():
+        doomed = Snapshot.objects.filter(pk=snapshot.pk, complete=False)
+        SnapshotPage.objects.filter(snapshot__in=doomed).delete()
+        doomed.delete()
+
+
+def changed_feeds(*, slug: str | None = None):
+    """The feeds (or `slug`) with entries after their newest complete snapshot."""
     newest = (Snapshot.objects.filter(feed=OuterRef("pk"), complete=True)
               .order_by("-created").values("last_seq")[:1])
     feeds = Feed.objects.annotate(snapshot_seq=Subquery(newest)).filter(last_seq__gt=0)
     if slug is not None:
         feeds = feeds.filter(slug=slug)
-    return [take_snapshot(feed, keep=keep) for feed in feeds
+    return [feed for feed in feeds
             if feed.snapshot_seq is None or feed.snapshot_seq < feed.last_seq]
 
 
-def live_entities(feed: Feed, cut: int) -> Iterator[bytes]:
+def snapshot_changed_feeds(*, slug: str | None = None, keep: int) -> list[Snapshot]:
+    """A snapshot of each feed (or of `slug`) with entries after its newest snapshot, each
+    taken whole. Several sealers may each take one; `keep` prunes the extra."""
+    return [take_snapshot(feed, keep=keep) for feed in changed_feeds(slug=slug)]
+
+
+class Snapshotting:
+    """A watching sealer's snapshots (seal_archives --snapshot-every): every `every`
+    seconds, one of each feed that changed since its newest, taken a slice at a time
+    between two sealing passes (`step`), so that sealing waits a slice at most, however
+    large the feed (one of 950,000 live records takes about half a minute: bench/snapshot.py)."""
+
+    def __init__(self, *, slug: str | None, keep: int, every: float):
+        self.slug, self.keep, self.every = slug, keep, every
+        self.queue: list[Snapshot] = []
+        self.due: float | None = time.monotonic()
+
+    @property
+    def busy(self) -> bool:
+        """A snapshot is under way: the sealer should come back to it without a pause."""
+        return bool(self.queue)
+
+    def step(self, seconds: float = SLICE_SECONDS) -> list[Snapshot]:
+        """Start the snapshots due, then take them for about `seconds`; those completed.
+        A snapshot that fails is logged and dropped (the next round tries again), never
+        the sealer's failure; a lost database is (the sealer's loop handles it)."""
+        until = time.monotonic() + seconds
+        if not self.queue and (self.due is None or time.monotonic() >= self.due):
+            self.queue = [start_snapshot(feed) for feed in changed_feeds(slug=self.slug)]
+            self.due = None  # the next round: `every` seconds after this one ends
+        completed = []
+        while self.queue and time.monotonic() < until:
+            snapshot = self.queue[0]
+            try:
+                if not advance_snapshot(snapshot, until=until):
+                    break
+                prune(snapshot.feed, keep=self.keep)
+                completed.append(snapshot)
+            except DATABASE_LOST:
+                raise
+            except Exception:
+                logger.exception("snapshot %s of %s failed; the next round tries again",
+                                 snapshot.uuid, snapshot.feed.slug)
+            self.queue.pop(0)
+        if not self.queue and self.due is None:
+            self.due = time.monotonic() + self.every
+        return completed
+
+    def abandon(self) -> None:
+        """Delete the snapshots under way (the sealer is stopping)."""
+        for snapshot in self.queue:
+            abandon(snapshot)
+        self.queue = []
+
+
+def live_entities(feed: Feed, cut: int, *, after: int = 0) -> Iterator[bytes]:
     """Each record's newest entry at or below `cut`, unless a deletion, by seq, as body
-    parts. Those of sealed pages are cut out of the pages' frozen bodies (the same bytes,
-    and ten times faster than rendering them); the others are rendered."""
-    size, sealed_seq = feed.page_size, min(feed.sealed_seq, cut)
+    parts; only those after entry `after`. Those of sealed pages are cut out of the pages'
+    frozen bodies (the same bytes, and ten times faster than rendering them); the others
+    are rendered."""
+    # Whole sealed pages at or below the cut (a feed read after the cut may be sealed
+    # past it: the page that holds the cut is rendered, not cut short).
+    size = feed.page_size
+    sealed_seq = min(feed.sealed_seq, cut // size * size)
     window = max(1, WINDOW // size) * size  # whole pages
-    for start in range(1, sealed_seq + 1, window):
+    for start in range(after // size * size + 1, sealed_seq + 1, window):
         end = min(sealed_seq, start + window - 1)
-        live = set(_live(feed, cut, start, end).values_list("seq", flat=True))
+        live = set(_live(feed, cut, max(start, after + 1), end)
+                   .values_list("seq", flat=True))
         if not live:
             continue
         pages = (ArchivePage.objects  # by the (feed, number) index
@@ -94,7 +193,7 @@ def live_entities(feed: Feed, cut: int) -> Iterator[bytes]:
                 if seq in live:
                     yield part
     base = atom.record_url_prefix(feed.slug)
-    for start in range(sealed_seq + 1, cut + 1, WINDOW):
+    for start in range(max(sealed_seq, after) + 1, cut + 1, WINDOW):
         end = min(cut, start + WINDOW - 1)
         rows = _live(feed, cut, start, end).order_by("seq").values_list(*atom.ENTRY_ROW_COLUMNS)
         for row in map(atom.EntryRow._make, rows):
@@ -112,15 +211,36 @@ def _live(feed: Feed, cut: int, start: int, end: int):
 
 def _page(snapshot: Snapshot, number: int, parts: list[bytes]) -> SnapshotPage:
     body = linkedpages.render(parts)
-    snapshot.records += len(parts)
     return SnapshotPage(snapshot=snapshot, number=number, body=body, etag=bytes_etag(body),
                         last_modified=linkedpages.last_modified_of(parts[-1]))
 
 
-def _store(pages: list[SnapshotPage]) -> int:
-    fastsql.insert(SnapshotPage, pages, ("snapshot_id", "number", "body", "etag",
-                                         "last_modified"))
-    return len(pages)
+def _stored_up_to(snapshot: Snapshot) -> int:
+    """The seq of the last entity stored of `snapshot` (0: none yet)."""
+    if snapshot.pages == 0:
+        return 0
+    body = SnapshotPage.objects.values_list("body", flat=True).get(
+        snapshot=snapshot, number=snapshot.pages)
+    return linkedpages.seq_of(linkedpages.split(bytes(body))[-1])
+
+
+def _store(snapshot: Snapshot, pending: list[tuple[SnapshotPage, int]], *,
+           complete: bool = False) -> None:
+    """Store pages and advance the snapshot's counts in one transaction, claiming it from
+    the counts this process last saw."""
+    pages, records = len(pending), sum(count for _, count in pending)
+    with transaction.atomic():
+        claimed = Snapshot.objects.filter(
+            pk=snapshot.pk, pages=snapshot.pages, complete=False).update(
+            pages=snapshot.pages + pages, records=snapshot.records + records,
+            complete=complete)
+        if not claimed:
+            raise SnapshotLost(f"snapshot {snapshot.uuid} was deleted or taken on elsewhere")
+        fastsql.insert(SnapshotPage, [page for page, _ in pending],
+                       ("snapshot_id", "number", "body", "etag", "last_modified"))
+    snapshot.pages += pages
+    snapshot.records += records
+    snapshot.complete = complete
 
 
 def _chunks(items: Iterator[bytes], size: int) -> Iterator[list[bytes]]:

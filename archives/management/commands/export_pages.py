@@ -49,6 +49,9 @@ class Command(BaseCommand):
         for name in report.removed:
             write_around(self.stdout, f"{'would remove' if dry_run else 'removed'} {name} "
                                       "(superseded)")
+        for name in report.temporaries:
+            write_around(self.stdout, f"{'would remove' if dry_run else 'removed'} {name} "
+                                      "(left by a writer that died)")
         self.stdout.write(
             f"{report.pages} pages verified: {len(report.rewritten)} files "
             f"{'to write' if dry_run else 'written'}, {len(report.removed)} superseded"

@@ -12,8 +12,9 @@ from tqdm import tqdm
 
 from archives.consumer.progress import add_progress_argument, progress_bar, write_around
 from archives.log.sealing import SealedPage, seal_all, seal_feed
+from archives.management.stopping import GracefulStop
 from archives.models import Feed
-from archives.storage.snapshots import snapshot_changed_feeds
+from archives.storage.snapshots import Snapshotting
 
 logger = logging.getLogger(__name__)
 
@@ -43,61 +44,83 @@ class Command(BaseCommand):
             raise CommandError("--watch needs a positive number of seconds")
         if keep_snapshots < 1:
             raise CommandError("--keep-snapshots must be at least 1")
-        if watch is None:
-            with progress_bar(self.stderr, progress, desc="sealing", unit=" pages") as bar:
-                if not bar.disable:
-                    bar.reset(total=backlog(feed))
-                sealed = self.seal_once(feed, dry_run, on_sealed=bar.update)
-            self.report(sealed, dry_run, quiet=False)
-            return
-        with progress_bar(self.stderr, progress, bar_format=WATCH_STATUS) as bar:
-            self.watch(feed, watch, dry_run, snapshot_every, keep_snapshots, Status(bar))
+        # SIGTERM or Ctrl-C: the run being sealed commits (or rolls back) whole, then exit 0.
+        with GracefulStop() as stop:
+            if watch is None:
+                with progress_bar(self.stderr, progress, desc="sealing", unit=" pages") as bar:
+                    if not bar.disable:
+                        bar.reset(total=backlog(feed))
+                    sealed = self.seal_once(feed, dry_run, on_sealed=bar.update, stop=stop)
+                self.report(sealed, dry_run, quiet=False)
+                return
+            with progress_bar(self.stderr, progress, bar_format=WATCH_STATUS) as bar:
+                self.watch(feed, watch, dry_run, snapshot_every, keep_snapshots, Status(bar),
+                           stop)
 
     def watch(self, feed: str | None, every: float, dry_run: bool, snapshot_every: float,
-              keep_snapshots: int, status: Status) -> None:
-        database_lost, next_snapshot = False, time.monotonic()
-        while True:
-            try:
-                status.pass_starts(feed)
-                self.report(self.seal_once(feed, dry_run, on_sealed=status.sealed), dry_run,
-                            quiet=True)
-                if snapshot_every > 0 and not dry_run and time.monotonic() >= next_snapshot:
-                    self.snapshot(feed, keep_snapshots)
-                    next_snapshot = time.monotonic() + snapshot_every
-            except (OperationalError, InterfaceError) as error:
-                # A database restart or failover must not stop the sealer: drop the dead
-                # connection (the next query opens a new one) and try again next time.
-                close_old_connections()
-                if not database_lost:
-                    logger.error("seal_archives: database unavailable (%s); retrying every "
-                                 "%s s", str(error).strip(), every)
-                    status.show("database unavailable")
-                database_lost = True
-            else:
-                if database_lost:
-                    logger.info("seal_archives: database available again")
-                database_lost = False
-            time.sleep(every)
-
-    def snapshot(self, slug: str | None, keep: int) -> None:
-        """Snapshots run between two sealing passes: a failing one is logged, and never
-        stops the sealing (a lost database is handled by the loop, like a seal's)."""
+              keep_snapshots: int, status: Status, stop: GracefulStop) -> None:
+        database_lost = False
+        # Snapshots are taken a slice at a time between passes, so that a page that fills
+        # meanwhile waits a slice for its seal, not the whole snapshot.
+        snapshots = (Snapshotting(slug=feed, keep=keep_snapshots, every=snapshot_every)
+                     if snapshot_every > 0 and not dry_run else None)
         try:
-            snapshots = snapshot_changed_feeds(slug=slug, keep=keep)
+            while not stop():
+                try:
+                    status.pass_starts(feed)
+                    self.report(self.seal_once(feed, dry_run, on_sealed=status.sealed,
+                                               stop=stop), dry_run, quiet=True)
+                    if snapshots is not None and not stop():
+                        self.snapshot(snapshots)
+                except (OperationalError, InterfaceError) as error:
+                    # A database restart or failover must not stop the sealer: drop the
+                    # dead connection (the next query opens a new one) and try again.
+                    close_old_connections()
+                    if not database_lost:
+                        logger.error("seal_archives: database unavailable (%s); retrying "
+                                     "every %s s", str(error).strip(), every)
+                        status.show("database unavailable")
+                    database_lost = True
+                else:
+                    if database_lost:
+                        logger.info("seal_archives: database available again")
+                    database_lost = False
+                    if snapshots is not None and snapshots.busy:
+                        continue  # the next pass, then the next slice of the snapshot
+                with stop.idle():
+                    time.sleep(every)
+        finally:
+            if snapshots is not None and snapshots.busy:
+                self.abandon(snapshots)
+
+    def snapshot(self, snapshots: Snapshotting) -> None:
+        """A slice of the snapshots due: a failing one is logged, and never stops the
+        sealing (a lost database is handled by the loop, like a seal's)."""
+        try:
+            completed = snapshots.step()
         except (OperationalError, InterfaceError):
             raise
         except Exception:
             logger.exception("seal_archives: taking snapshots failed; trying again later")
             return
-        for snapshot in snapshots:
+        for snapshot in completed:
             write_around(self.stdout, f"snapshot {snapshot.uuid} of {snapshot.feed.slug}: "
                               f"{snapshot.records} records as of entry {snapshot.last_seq}")
 
-    def seal_once(self, slug: str | None, dry_run: bool, *, on_sealed) -> list[SealedPage]:
-        if slug is None:
-            return seal_all(dry_run=dry_run, on_sealed=on_sealed)
+    def abandon(self, snapshots: Snapshotting) -> None:
+        """Stopping: an unfinished snapshot is deleted (it would never be completed)."""
         try:
-            return seal_feed(Feed.objects.get(slug=slug), dry_run=dry_run, on_sealed=on_sealed)
+            snapshots.abandon()
+        except Exception:  # noqa: BLE001 - left incomplete, pruned after a day
+            logger.exception("seal_archives: deleting an unfinished snapshot failed")
+
+    def seal_once(self, slug: str | None, dry_run: bool, *, on_sealed,
+                  stop: GracefulStop) -> list[SealedPage]:
+        if slug is None:
+            return seal_all(dry_run=dry_run, on_sealed=on_sealed, stop=stop)
+        try:
+            return seal_feed(Feed.objects.get(slug=slug), dry_run=dry_run, on_sealed=on_sealed,
+                             stop=stop)
         except Feed.DoesNotExist:
             raise CommandError(f"No feed {slug!r}") from None
 

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import logging
+
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from archives.management.stopping import GracefulStop
 from archives.push.worker import RoundReport, Worker
+
+logger = logging.getLogger(__name__)
 
 
 class Command(BaseCommand):
@@ -24,11 +29,16 @@ class Command(BaseCommand):
         if poll <= 0:
             raise CommandError("--poll needs a positive number of seconds")
         worker = Worker()
+        # SIGTERM or Ctrl-C: the round under way finishes (its deliveries recorded), a
+        # wait ends at once, and the command exits 0.
         try:
-            if once:
-                self.report(worker.run_round())
-            else:
-                worker.run(poll_seconds=poll, on_round=self.report)
+            with GracefulStop() as stop:
+                logger.info("websub_worker: running, a full round every %s s", poll)
+                if once:
+                    self.report(worker.run_round())
+                else:
+                    worker.run(poll_seconds=poll, on_round=self.report, stop=stop,
+                               idle=stop.idle)
         finally:
             worker.close()
 
