@@ -91,7 +91,7 @@ def test_it_puts_the_records_of_a_csv_file(db, tmp_path):
     path.write_text(
         "key,title,summary,year,links\n"
         'moby-dick,Moby-Dick,"A whale,\nand a captain",1851,'
-        '"[{""href"": ""https://example.org/moby"", ""type"": ""text/html""}]"\n'
+        '"[{""href"": ""https://example.org/moby"", ""rel"": ""related"", ""type"": ""text/html""}]"\n'
         "ulysses,Ulysses,,1922,\n", encoding="utf-8-sig")  # (a BOM, as spreadsheets write)
 
     out = run("books", str(path))
@@ -99,7 +99,7 @@ def test_it_puts_the_records_of_a_csv_file(db, tmp_path):
     assert "2 records in 1 batch(es): 2 entries appended (2 created)" in out
     assert stored(feed) == {
         "moby-dick": ("Moby-Dick", "A whale,\nand a captain", {"year": "1851"},
-                      [{"href": "https://example.org/moby", "rel": "alternate",
+                      [{"href": "https://example.org/moby", "rel": "related",
                         "type": "text/html", "title": ""}], False),
         "ulysses": ("Ulysses", "", {"year": "1922"}, [], False),
     }
