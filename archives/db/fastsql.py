@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import json
+import json.scanner
 import uuid
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
@@ -258,8 +259,8 @@ def entry_rows(feed: Feed, first_seq: int, last_seq: int | None, *,
         cursor.execute(entry_rows_sql(last=last_seq is not None, newest_first=newest_first),
                        params)
         rows = cursor.fetchall()
-    loads = json.loads
     if postgresql:
+        loads = _jsonb
         return [(seq, kind, updated, title, summary, loads(links), key,
                  None if metadata is None else loads(metadata), created)
                 for seq, kind, updated, title, summary, links, key, metadata, created in rows]
@@ -325,6 +326,19 @@ def oai_records(*, feed_id: int | None, start: datetime | None, end: datetime | 
         return (*head, title, summary, _json(metadata), _json(links), _aware(created))
 
     return list(map(converted, rows))
+
+
+# jsonb as PostgreSQL writes it is one JSON value with no space around it, which the json
+# module's scanner (C) reads alone: json.loads adds checks in Python around the same call,
+# a fifth of the time for the small values of a record (sealing decodes two an entry).
+_scan_json = json.scanner.make_scanner(json.JSONDecoder())
+
+
+def _jsonb(text: str):
+    value, end = _scan_json(text, 0)
+    if end != len(text):
+        raise ValueError(f"jsonb text with more after its value at {end}: {text[:80]!r}")
+    return value
 
 
 def _json(value):
