@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from django.utils.cache import get_conditional_response
@@ -263,14 +264,17 @@ class RecordDetail(FeedMixin, ApiView):
         examples=examples.RECORD_PUT + examples.RECORD_ANSWER,
     )
     def put(self, request: Request, slug: str, key: str) -> Response:
-        feed = self.get_feed()
         body = RecordBodySerializer(data=request.data)
         body.is_valid(raise_exception=True)
         if (not request.user.has_perm("archives.add_record")
-                and not Record.objects.filter(feed=feed, key=key).exists()):
+                and not Record.objects.filter(feed=self.get_feed(), key=key).exists()):
             require(request, "archives.add_record")
-        entry = publishing.put_record(feed=feed, key=key, data=body.validated_data,
-                                      if_match=request.headers.get("If-Match"))
+        try:
+            # By slug: the feed is read once, under the write's lock.
+            entry = publishing.put_record(feed=slug, key=key, data=body.validated_data,
+                                          if_match=request.headers.get("If-Match"))
+        except Feed.DoesNotExist:
+            raise Http404("No Feed matches the given query.") from None
         record = entry.record if entry else self.get_object()
         created = entry is not None and entry.kind == Entry.Kind.CREATE and (
             record.created == entry.updated)
