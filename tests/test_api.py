@@ -854,3 +854,38 @@ def test_metadata_with_a_number_json_cannot_carry_is_refused(api, feed):
     assert response.status_code == 400
     assert "metadata" in response.json()["errors"]
     assert entries(feed) == 0
+
+
+def test_a_put_that_fills_a_page_answers_before_it_seals_the_page(
+        db, feed, django_capture_on_commit_callbacks):
+    """Seal on write runs once the answer is written (WSGI close()), not before it."""
+    from django.core.handlers.wsgi import WSGIHandler
+    from django.core.signals import request_started
+    from django.db import close_old_connections
+    from django.test import RequestFactory
+
+    user = UserFactory(perms=RECORD_PERMS)
+    token = Token.objects.create(user=user).key
+    for n in range(2):
+        publishing.put_record(feed=feed, key=f"k{n}", data=record_data(n))
+    request = RequestFactory().put(url("k2"), json.dumps(record_data(2)),
+                                   content_type="application/json",
+                                   HTTP_AUTHORIZATION=f"Token {token}")
+    answered = []
+    # As Django's test client does: the test's transaction must outlive the request.
+    request_started.disconnect(close_old_connections)
+    try:
+        with django_capture_on_commit_callbacks(execute=True):
+            response = WSGIHandler()(request.environ, lambda status, headers: answered.append(
+                status))
+        assert answered == ["201 Created"]
+        assert b"".join(response) and Feed.objects.get(pk=feed.pk).sealed_pages == 0
+        response.close()  # the server has written the answer
+    finally:
+        request_started.connect(close_old_connections)
+    assert Feed.objects.get(pk=feed.pk).sealed_pages == 1
+    # Outside a request (a command, the shell) the write seals as it commits.
+    with django_capture_on_commit_callbacks(execute=True):
+        for n in range(3, 6):
+            publishing.put_record(feed=feed, key=f"k{n}", data=record_data(n))
+    assert Feed.objects.get(pk=feed.pk).sealed_pages == 2
