@@ -879,7 +879,8 @@ def test_a_put_that_fills_a_page_answers_before_it_seals_the_page(
             response = WSGIHandler()(request.environ, lambda status, headers: answered.append(
                 status))
         assert answered == ["201 Created"]
-        assert b"".join(response) and Feed.objects.get(pk=feed.pk).sealed_pages == 0
+        assert json.loads(b"".join(response))["key"] == "k2"
+        assert Feed.objects.get(pk=feed.pk).sealed_pages == 0
         response.close()  # the server has written the answer
     finally:
         request_started.connect(close_old_connections)
@@ -889,3 +890,47 @@ def test_a_put_that_fills_a_page_answers_before_it_seals_the_page(
         for n in range(3, 6):
             publishing.put_record(feed=feed, key=f"k{n}", data=record_data(n))
     assert Feed.objects.get(pk=feed.pk).sealed_pages == 2
+
+
+def test_token_authentication_reads_the_permissions_modelbackend_would_in_one_query(db):
+    from django.contrib.auth.backends import ModelBackend
+    from django.contrib.auth.models import Group
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    from rest_framework.test import APIRequestFactory
+
+    from archives.api.authentication import TokenAuthentication
+
+    user = UserFactory(perms=["add_record"])
+    group = Group.objects.create(name="editors")
+    group.permissions.set(Permission.objects.filter(codename__in=["change_record",
+                                                                  "add_record"]))
+    user.groups.add(group)
+    Group.objects.create(name="others").permissions.set(
+        Permission.objects.filter(codename="delete_feed"))
+    token = Token.objects.create(user=user).key
+    request = APIRequestFactory().get("/", HTTP_AUTHORIZATION=f"Token {token}")
+
+    with CaptureQueriesContext(connection) as queries:
+        authenticated, _ = TokenAuthentication().authenticate(request)
+        answers = {perm: authenticated.has_perm(perm) for perm in (
+            "archives.add_record", "archives.change_record", "archives.delete_record",
+            "archives.delete_feed")}
+    assert len(queries) == 2  # the token and its user, then the permissions
+    assert answers == {"archives.add_record": True, "archives.change_record": True,
+                       "archives.delete_record": False, "archives.delete_feed": False}
+    assert authenticated._perm_cache == ModelBackend().get_all_permissions(
+        User.objects.get(pk=user.pk))
+
+
+def test_a_put_by_a_producer_whose_permissions_come_from_a_group(db, feed):
+    from django.contrib.auth.models import Group
+
+    user = UserFactory()
+    group = Group.objects.create(name="producers")
+    group.permissions.set(Permission.objects.filter(codename__in=RECORD_PERMS))
+    user.groups.add(group)
+    client = token_client(user)
+    assert put(client, "k1", record_data(1)).status_code == 201
+    group.permissions.remove(Permission.objects.get(codename="change_record"))
+    assert put(client, "k1", record_data(2)).status_code == 403  # read again each request
