@@ -190,6 +190,8 @@ def test_an_unknown_feed_is_a_404(api, db):
     assert api.get(url(slug="nope")).status_code == 404
     assert api.put(url("k1", slug="nope"), record_data(1), format="json").status_code == 404
     assert api.post("/api/feeds/nope/batch", {"operations": []}, format="json").status_code == 404
+    assert api.delete(url("k1", slug="nope")).status_code == 404
+    assert api.put(url("k1", slug="nope"), {"title": ""}, format="json").status_code == 400
 
 
 def test_feeds_cannot_be_put(api, feed):

@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from django.utils.cache import get_conditional_response
@@ -269,12 +268,9 @@ class RecordDetail(FeedMixin, ApiView):
         if (not request.user.has_perm("archives.add_record")
                 and not Record.objects.filter(feed=self.get_feed(), key=key).exists()):
             require(request, "archives.add_record")
-        try:
-            # By slug: the feed is read once, under the write's lock.
-            entry = publishing.put_record(feed=slug, key=key, data=body.validated_data,
-                                          if_match=request.headers.get("If-Match"))
-        except Feed.DoesNotExist:
-            raise Http404("No Feed matches the given query.") from None
+        # By slug: the feed is read once, under the write's lock (no feed: 404).
+        entry = publishing.put_record(feed=slug, key=key, data=body.validated_data,
+                                      if_match=request.headers.get("If-Match"))
         record = entry.record if entry else self.get_object()
         created = entry is not None and entry.kind == Entry.Kind.CREATE and (
             record.created == entry.updated)
@@ -324,8 +320,7 @@ class RecordDetail(FeedMixin, ApiView):
         parameters=[IF_MATCH], responses={204: None, **errors(400, 401, 403, 404, 412)},
     )
     def delete(self, request: Request, slug: str, key: str) -> Response:
-        publishing.delete_record(feed=self.get_feed(), key=key,
-                                 if_match=request.headers.get("If-Match"))
+        publishing.delete_record(feed=slug, key=key, if_match=request.headers.get("If-Match"))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -351,7 +346,7 @@ class Batch(FeedMixin, ApiView):
         examples=examples.BATCH,
     )
     def post(self, request: Request, slug: str) -> Response:
-        feed = self.get_feed()
+        feed = self.get_feed()  # first: an unknown feed is a 404 whatever the body
         batch = BatchSerializer(data=request.data)
         batch.is_valid(raise_exception=True)
         operations = batch.validated_data

@@ -82,10 +82,11 @@ def put_record(
     return _write(feed, {0: operation}, if_match=if_match)[0]
 
 
-def delete_record(*, feed: Feed, key: str, if_match: str | None = None) -> Entry | None:
+def delete_record(*, feed: Feed | str, key: str, if_match: str | None = None) -> Entry | None:
     """Delete a record: appends a deletion entry, or None when it was deleted already.
 
-    Raises Record.DoesNotExist for a key that never existed in the feed.
+    Raises Record.DoesNotExist for a key that never existed in the feed (`feed`: as for
+    put_record).
     """
     try:
         return _write(feed, {0: Delete(key=clean_key(key))}, if_match=if_match)[0]
