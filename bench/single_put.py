@@ -1,6 +1,7 @@
 """A single PUT against its floors, in one run, with the sealer running beside it.
 
     .venv/bin/python bench/single_put.py [--seconds 10] [--rounds 2] [--clients 1,8,32]
+                                   [--requests 300]
 
 Most producers write one record at a time. For 1, 8 and 32 concurrent clients this
 measures, in turn and `--rounds` times over (each figure the mean of its rounds):
@@ -21,6 +22,10 @@ compose file. API throttling is off (FEEDPUB_API_USER_RATE=off): one user writes
 hundreds of records a second here, past the shipped 6000/minute. The producer is an
 ordinary user with the add_record and change_record permissions (not a superuser, whose
 permission checks cost nothing).
+
+Then each HTTP kind once more, in this process through Django's WSGI handler, one request
+after another (`--requests` a round, 3 rounds): each request's own cost, which a loaded
+machine hides from wrk (the load generator and the server share its two cores).
 
 PostgreSQL at 127.0.0.1:5432 (user postgres, trust); it (re)creates the database
 `bench_put` (BENCH_PUT_DB) and serves on 127.0.0.1:8111 (BENCH_PUT_PORT). Each
@@ -211,6 +216,51 @@ KINDS = {
 }
 
 
+def in_process(token: str, requests: int, rounds: int) -> dict[str, tuple[float, float]]:
+    """The same three kinds of request through Django's WSGI handler in this process, one
+    after another: no HTTP server, no client, no other request. The load generator and
+    the server share the machine's two cores with everything else, and under load they
+    decide what wrk sees; this is each request's own cost: (wall ms, CPU ms of this
+    process) a request, the medians of `rounds`."""
+    from django.core.handlers.wsgi import WSGIHandler
+    from django.test import RequestFactory
+
+    handler, factory = WSGIHandler(), RequestFactory()
+    auth = {"HTTP_AUTHORIZATION": f"Token {token}", "content_type": "application/json"}
+    kinds = {
+        "PUT /api/feeds/<slug>/records/<key>": lambda slug, key: factory.put(
+            f"/api/feeds/{slug}/records/{key}", BODY, **auth),
+        "batch of one (POST .../batch)": lambda slug, key: factory.post(
+            f"/api/feeds/{slug}/batch",
+            f'{{"operations": [{{"op": "put", "key": "{key}", "record": {BODY}}}]}}', **auth),
+        "minimal DRF view": lambda slug, key: factory.put(
+            f"/bench/minimal-put/{slug}/{key}", BODY, **auth),
+    }
+
+    def answer(environ) -> None:
+        statuses = []
+        response = handler(environ, lambda status, headers: statuses.append(status))
+        b"".join(response)
+        response.close()  # request_finished: where an API write seals a page it filled
+        if not statuses[0].startswith("20"):
+            raise RuntimeError(f"{environ['PATH_INFO']}: {statuses[0]}")
+
+    measured: dict[str, list[tuple[float, float]]] = {}
+    for _ in range(rounds):
+        for name, make in kinds.items():
+            slug = new_feed("inprocess").slug
+            environs = [make(slug, f"k{n}").environ for n in range(requests + 1)]
+            answer(environs[0])  # not timed: the first request of a new feed
+            wall, cpu = time.perf_counter(), time.process_time()
+            for environ in environs[1:]:
+                answer(environ)
+            measured.setdefault(name, []).append(
+                (1000 * (time.perf_counter() - wall) / requests,
+                 1000 * (time.process_time() - cpu) / requests))
+    return {name: tuple(statistics.median(column) for column in zip(*rows, strict=True))
+            for name, rows in measured.items()}
+
+
 def load() -> str:
     return " ".join(f"{value:.1f}" for value in os.getloadavg())
 
@@ -258,13 +308,25 @@ def report(results: dict, clients: list[int]) -> None:
               f"p99 {p99 / p50:.1f} x p50 ({'met' if p99 <= 3 * p50 else 'NOT met'})")
 
 
+def report_in_process(results: dict[str, tuple[float, float]], requests: int) -> None:
+    print(f"\nIn process, one request after another ({requests} a round, the sealer "
+          "beside):\n")
+    print("| what | wall a request | CPU a request (this process) | wall x minimal DRF view |")
+    print("|---|---:|---:|---:|")
+    floor = results["minimal DRF view"][0]
+    for name, (wall, cpu) in results.items():
+        print(f"| {name} | {wall:.2f} ms | {cpu:.2f} ms | {wall / floor:.2f} x |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=10, help="per measurement")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--clients", default="1,8,32")
+    parser.add_argument("--requests", type=int, default=300,
+                        help="a round of the in-process measurement")
     options = parser.parse_args()
-    clients = [int(n) for n in options.clients.split(",")]
+    clients = [int(n) for n in options.clients.split(",") if n]  # "": in process only
     WORK.mkdir(parents=True, exist_ok=True)
     fresh_database()
     sh("deploy/entrypoint.sh", "migrate")
@@ -279,13 +341,16 @@ def main() -> None:
         wait_for(f"{WEB}/healthz")
         print(f"{os.cpu_count()} cores, load average {load()}; {options.seconds:.0f} s a "
               f"measurement, {options.rounds} rounds, the sealer beside", flush=True)
-        results = measure(token, clients, options.rounds, options.seconds)
+        results = measure(token, clients, options.rounds, options.seconds) if clients else {}
+        alone = in_process(token, options.requests, 3)
         if sealer.poll() is not None:
             raise RuntimeError(f"the sealer died; see {WORK / 'sealer.log'}")
     finally:
         stop(web)
         stop(sealer)
-    report(results, clients)
+    if clients:
+        report(results, clients)
+    report_in_process(alone, options.requests)
     print(f"load average at the end {load()}")
 
 

@@ -862,7 +862,7 @@ def test_a_put_that_fills_a_page_answers_before_it_seals_the_page(
         db, feed, django_capture_on_commit_callbacks):
     """Seal on write runs once the answer is written (WSGI close()), not before it."""
     from django.core.handlers.wsgi import WSGIHandler
-    from django.core.signals import request_started
+    from django.core.signals import request_finished, request_started
     from django.db import close_old_connections
     from django.test import RequestFactory
 
@@ -876,6 +876,7 @@ def test_a_put_that_fills_a_page_answers_before_it_seals_the_page(
     answered = []
     # As Django's test client does: the test's transaction must outlive the request.
     request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
     try:
         with django_capture_on_commit_callbacks(execute=True):
             response = WSGIHandler()(request.environ, lambda status, headers: answered.append(
@@ -886,6 +887,7 @@ def test_a_put_that_fills_a_page_answers_before_it_seals_the_page(
         response.close()  # the server has written the answer
     finally:
         request_started.connect(close_old_connections)
+        request_finished.connect(close_old_connections)
     assert Feed.objects.get(pk=feed.pk).sealed_pages == 1
     # Outside a request (a command, the shell) the write seals as it commits.
     with django_capture_on_commit_callbacks(execute=True):
