@@ -225,7 +225,7 @@ def in_process(token: str, requests: int, rounds: int) -> dict[str, tuple[float,
     from django.core.handlers.wsgi import WSGIHandler
     from django.test import RequestFactory
 
-    handler, factory = WSGIHandler(), RequestFactory()
+    handler, factory = WSGIHandler(), RequestFactory(HTTP_HOST="127.0.0.1")
     auth = {"HTTP_AUTHORIZATION": f"Token {token}", "content_type": "application/json"}
     kinds = {
         "PUT /api/feeds/<slug>/records/<key>": lambda slug, key: factory.put(
