@@ -293,8 +293,9 @@ RECORD_COLUMNS = ("id", "feed_id", "key", "title", "summary", "metadata", "links
                   "updated", "deleted_at")
 
 
-# Up to this many rows a table, a write inserts them with one INSERT rather than by COPY:
-# a single PUT's record and entry each cost one round trip instead of two or three.
+# Up to this many entries, a write inserts them with one INSERT rather than by COPY (and a
+# single new record by INSERT ... RETURNING its id): a single PUT's record and entry each
+# cost one round trip instead of two or three.
 FEW_ROWS = 8
 
 
