@@ -4,6 +4,8 @@
   page, so every size matches): the most Django can do per request on this machine.
 - `/bench/syndication/<slug>/`: what a Django user would write instead of feedpub, a
   django.contrib.syndication Atom feed of a feed's 50 newest entries.
+- `/bench/minimal-put/<slug>/<key>`: a single PUT written plainly in DRF
+  (bench/minimal_put.py), the floor bench/single_put.py measures the API's PUT against.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from django.urls import path
 from django.utils.feedgenerator import Atom1Feed
 
 from archives.models import Entry, Feed
+from bench.minimal_put import MinimalPut
 from feedpub.urls import urlpatterns as feedpub_urlpatterns
 
 DEFAULT_FILE = Path(__file__).parent / ".work" / "static" / "page.xml"
@@ -76,5 +79,6 @@ class NewestEntries(SyndicationFeed):
 urlpatterns = [
     path("bench/constant", constant),
     path("bench/syndication/<slug:slug>/", NewestEntries()),
+    path("bench/minimal-put/<slug:slug>/<str:key>", MinimalPut.as_view()),
     *feedpub_urlpatterns,
 ]

@@ -15,7 +15,8 @@ then, all in this one run:
 
 Every read figure is also given as a ratio against a baseline measured in the same run,
 since absolute figures on a shared 2-core machine move 15-20 % from run to run.
-`--reuse` keeps an existing database and skips the write measurements.
+`--reuse` keeps an existing database and skips the write measurements; `--writes-only`
+measures the writes alone (the sealing figure of docs/performance/ is one of them).
 """
 
 from __future__ import annotations
@@ -369,6 +370,8 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=10, help="seconds per wrk run")
     parser.add_argument("--reuse", action="store_true",
                         help="keep the existing database; skip the write measurements")
+    parser.add_argument("--writes-only", action="store_true",
+                        help="measure the writes (ingest, sealing, single puts) and stop")
     options = parser.parse_args()
     WORK.mkdir(exist_ok=True)
     (WORK / "static").mkdir(exist_ok=True)
@@ -381,6 +384,9 @@ def main() -> None:
 
         django.setup()
         writes = measure_writes(options) if not options.reuse else {}
+        if options.writes_only:
+            print(f"load average {' '.join(f'{n:.1f}' for n in os.getloadavg())}")
+            return
         if State.sealer is None:
             State.sealer = start(SEALER_COMMAND, "sealer.log")
         write_constant_page()

@@ -310,7 +310,7 @@ FEEDPUB_API_USER_RATE = envrate("FEEDPUB_API_USER_RATE", "6000/minute")
 # `WWW-Authenticate: Token` rather than 403; sessions serve the browsable API.
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "archives.api.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["archives.api.permissions.ModelPermissionsOrReadOnly"],

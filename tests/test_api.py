@@ -190,6 +190,8 @@ def test_an_unknown_feed_is_a_404(api, db):
     assert api.get(url(slug="nope")).status_code == 404
     assert api.put(url("k1", slug="nope"), record_data(1), format="json").status_code == 404
     assert api.post("/api/feeds/nope/batch", {"operations": []}, format="json").status_code == 404
+    assert api.delete(url("k1", slug="nope")).status_code == 404
+    assert api.put(url("k1", slug="nope"), {"title": ""}, format="json").status_code == 400
 
 
 def test_feeds_cannot_be_put(api, feed):
@@ -867,3 +869,85 @@ def test_a_put_with_a_second_text_html_alternate_is_a_400_naming_the_link(api, f
     assert "text/html" in message
     assert "RFC 4287" in message
     assert entries(feed) == 0
+
+
+def test_a_put_that_fills_a_page_answers_before_it_seals_the_page(
+        db, feed, django_capture_on_commit_callbacks):
+    """Seal on write runs once the answer is written (WSGI close()), not before it."""
+    from django.core.handlers.wsgi import WSGIHandler
+    from django.core.signals import request_finished, request_started
+    from django.db import close_old_connections
+    from django.test import RequestFactory
+
+    user = UserFactory(perms=RECORD_PERMS)
+    token = Token.objects.create(user=user).key
+    for n in range(2):
+        publishing.put_record(feed=feed, key=f"k{n}", data=record_data(n))
+    request = RequestFactory().put(url("k2"), json.dumps(record_data(2)),
+                                   content_type="application/json",
+                                   HTTP_AUTHORIZATION=f"Token {token}")
+    answered = []
+    # As Django's test client does: the test's transaction must outlive the request.
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    try:
+        with django_capture_on_commit_callbacks(execute=True):
+            response = WSGIHandler()(request.environ, lambda status, headers: answered.append(
+                status))
+        assert answered == ["201 Created"]
+        assert json.loads(b"".join(response))["key"] == "k2"
+        assert Feed.objects.get(pk=feed.pk).sealed_pages == 0
+        response.close()  # the server has written the answer
+    finally:
+        request_started.connect(close_old_connections)
+        request_finished.connect(close_old_connections)
+    assert Feed.objects.get(pk=feed.pk).sealed_pages == 1
+    # Outside a request (a command, the shell) the write seals as it commits.
+    with django_capture_on_commit_callbacks(execute=True):
+        for n in range(3, 6):
+            publishing.put_record(feed=feed, key=f"k{n}", data=record_data(n))
+    assert Feed.objects.get(pk=feed.pk).sealed_pages == 2
+
+
+def test_token_authentication_reads_the_permissions_modelbackend_would_in_one_query(db):
+    from django.contrib.auth.backends import ModelBackend
+    from django.contrib.auth.models import Group
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    from rest_framework.test import APIRequestFactory
+
+    from archives.api.authentication import TokenAuthentication
+
+    user = UserFactory(perms=["add_record"])
+    group = Group.objects.create(name="editors")
+    group.permissions.set(Permission.objects.filter(codename__in=["change_record",
+                                                                  "add_record"]))
+    user.groups.add(group)
+    Group.objects.create(name="others").permissions.set(
+        Permission.objects.filter(codename="delete_feed"))
+    token = Token.objects.create(user=user).key
+    request = APIRequestFactory().get("/", HTTP_AUTHORIZATION=f"Token {token}")
+
+    with CaptureQueriesContext(connection) as queries:
+        authenticated, _ = TokenAuthentication().authenticate(request)
+        answers = {perm: authenticated.has_perm(perm) for perm in (
+            "archives.add_record", "archives.change_record", "archives.delete_record",
+            "archives.delete_feed")}
+    assert len(queries) == 2  # the token and its user, then the permissions
+    assert answers == {"archives.add_record": True, "archives.change_record": True,
+                       "archives.delete_record": False, "archives.delete_feed": False}
+    assert authenticated._perm_cache == ModelBackend().get_all_permissions(
+        User.objects.get(pk=user.pk))
+
+
+def test_a_put_by_a_producer_whose_permissions_come_from_a_group(db, feed):
+    from django.contrib.auth.models import Group
+
+    user = UserFactory()
+    group = Group.objects.create(name="producers")
+    group.permissions.set(Permission.objects.filter(codename__in=RECORD_PERMS))
+    user.groups.add(group)
+    client = token_client(user)
+    assert put(client, "k1", record_data(1)).status_code == 201
+    group.permissions.remove(Permission.objects.get(codename="change_record"))
+    assert put(client, "k1", record_data(2)).status_code == 403  # read again each request

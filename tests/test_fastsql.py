@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from archives.db import fastsql
 from archives.db.fastsql import (
     PAGE_BODIES_SQL,
     copy_sql,
@@ -237,3 +239,33 @@ def test_oai_records_reads_what_the_orm_reads_in_updated_order(db):
     assert fast[0][1].tzinfo is not None
     assert "OFFSET" not in " ".join(query["sql"] for query in queries)
     assert queries[-1]["sql"].endswith("ORDER BY r.updated, r.id LIMIT 2")
+
+
+@pytest.mark.parametrize("text", [
+    '{"a": 1, "b": [true, false, null], "c": {"d": "\\u00fc\\n\\"x\\""}}', "[]", '"text"',
+    "12345678901234567890123", "-1.5e300", '{"dup": 1, "dup": 2}', '["\\ud83d\\ude00"]',
+])
+def test_jsonb_text_decodes_as_json_loads_does(text):
+    assert fastsql._jsonb(text) == json.loads(text)
+
+
+def test_jsonb_text_with_more_after_its_value_is_refused():
+    with pytest.raises(ValueError, match="more after its value"):
+        fastsql._jsonb('{"a": 1} {"b": 2}')
+
+
+@pytest.mark.postgres  # the single write's INSERTs (elsewhere bulk_create)
+def test_insert_rows_inserts_in_one_statement_and_returns_one_new_id(db):
+    from django.db import connection
+
+    feed = FeedFactory(slug="books")
+    columns = ("feed_id", "key", "title", "summary", "metadata", "links", "created", "updated")
+    row = (feed.pk, "k1", "Title", "", '{"a": "ü"}', "[]", feed.created, feed.created)
+    with CaptureQueriesContext(connection) as queries:
+        [pk] = fastsql.insert_rows(Record, columns, [row], returning_id=True)
+        fastsql.insert_rows(Record, columns, [(feed.pk, f"k{n}", *row[2:]) for n in (2, 3)])
+    assert len(queries) == 2
+    assert Record.objects.get(pk=pk).metadata == {"a": "ü"}
+    assert sorted(Record.objects.values_list("key", flat=True)) == ["k1", "k2", "k3"]
+    with pytest.raises(ValueError, match="not promised for many rows"):
+        fastsql.insert_rows(Record, columns, [row, row], returning_id=True)

@@ -91,7 +91,8 @@ def test_it_puts_the_records_of_a_csv_file(db, tmp_path):
     path.write_text(
         "key,title,summary,year,links\n"
         'moby-dick,Moby-Dick,"A whale,\nand a captain",1851,'
-        '"[{""href"": ""https://example.org/moby"", ""rel"": ""related"", ""type"": ""text/html""}]"\n'
+        '"[{""href"": ""https://example.org/moby"", ""rel"": ""related"", '
+        '""type"": ""text/html""}]"\n'
         "ulysses,Ulysses,,1922,\n", encoding="utf-8-sig")  # (a BOM, as spreadsheets write)
 
     out = run("books", str(path))

@@ -139,6 +139,41 @@ def test_a_sealer_killed_half_way_leaves_nothing_half_sealed(feed, monkeypatch):
         [(1, True), (2, True), (3, False)]
 
 
+def test_the_garbage_collector_is_back_on_after_a_run_whether_it_sealed_or_failed(
+        feed, monkeypatch):
+    import gc
+
+    write(feed, 6)
+    collecting = []
+    freeze = sealing.ArchiveDocument.freeze
+
+    def watched_freeze(*args, **kwargs):
+        collecting.append(gc.isenabled())
+        return freeze(*args, **kwargs)
+
+    monkeypatch.setattr(sealing.ArchiveDocument, "freeze", watched_freeze)
+    assert len(seal_feed(feed, max_pages=1)) == 1
+    assert collecting == [False]  # paused while the run is rendered
+    assert gc.isenabled()
+
+    def crash(*args, **kwargs):
+        raise RuntimeError("rendering failed")
+
+    monkeypatch.setattr(sealing.linkedpages, "render_page", crash)
+    with pytest.raises(RuntimeError, match="rendering failed"):
+        seal_feed(feed)
+    assert gc.isenabled()
+
+    monkeypatch.undo()
+    gc.disable()  # a caller's own pause is left to its caller
+    try:
+        seal_feed(feed)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    assert Feed.objects.get(pk=feed.pk).sealed_pages == 2
+
+
 def test_a_page_born_with_its_next_link_has_the_bytes_it_would_have_gained(feed):
     from archives.documents import atom
 

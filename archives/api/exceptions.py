@@ -24,7 +24,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
 from archives.log.publishing import BatchError, PreconditionFailed
-from archives.models import Record
+from archives.models import Feed, Record
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +87,8 @@ def handle(exc: Exception, context: dict) -> Response | None:
         exc.status_code = status.HTTP_412_PRECONDITION_FAILED
     elif isinstance(exc, Record.DoesNotExist):
         exc = exceptions.NotFound(str(exc))
+    elif isinstance(exc, Feed.DoesNotExist):  # the write path reads a feed by its slug
+        exc = exceptions.NotFound("No Feed matches the given query.")
     elif isinstance(exc, DATABASE_DOWN):
         logger.error("API request failed: the database is unavailable", exc_info=exc)
         exc = ServiceUnavailable()

@@ -264,13 +264,13 @@ class RecordDetail(FeedMixin, ApiView):
         examples=examples.RECORD_PUT + examples.RECORD_ANSWER,
     )
     def put(self, request: Request, slug: str, key: str) -> Response:
-        feed = self.get_feed()
         body = RecordBodySerializer(data=request.data)
         body.is_valid(raise_exception=True)
         if (not request.user.has_perm("archives.add_record")
-                and not Record.objects.filter(feed=feed, key=key).exists()):
+                and not Record.objects.filter(feed=self.get_feed(), key=key).exists()):
             require(request, "archives.add_record")
-        entry = publishing.put_record(feed=feed, key=key, data=body.validated_data,
+        # By slug: the feed is read once, under the write's lock (no feed: 404).
+        entry = publishing.put_record(feed=slug, key=key, data=body.validated_data,
                                       if_match=request.headers.get("If-Match"))
         record = entry.record if entry else self.get_object()
         created = entry is not None and entry.kind == Entry.Kind.CREATE and (
@@ -321,8 +321,7 @@ class RecordDetail(FeedMixin, ApiView):
         parameters=[IF_MATCH], responses={204: None, **errors(400, 401, 403, 404, 412)},
     )
     def delete(self, request: Request, slug: str, key: str) -> Response:
-        publishing.delete_record(feed=self.get_feed(), key=key,
-                                 if_match=request.headers.get("If-Match"))
+        publishing.delete_record(feed=slug, key=key, if_match=request.headers.get("If-Match"))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -348,7 +347,7 @@ class Batch(FeedMixin, ApiView):
         examples=examples.BATCH,
     )
     def post(self, request: Request, slug: str) -> Response:
-        feed = self.get_feed()
+        feed = self.get_feed()  # first: an unknown feed is a 404 whatever the body
         batch = BatchSerializer(data=request.data)
         batch.is_valid(raise_exception=True)
         operations = batch.validated_data

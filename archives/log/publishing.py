@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -21,7 +22,9 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.core.signals import request_finished, request_started
 from django.db import transaction
+from django.dispatch import receiver
 from django.utils import timezone
 
 from archives.db import fastsql
@@ -73,17 +76,22 @@ def record_etag(record: Record | None) -> str | None:
 
 
 def put_record(
-    *, feed: Feed, key: str, data: Mapping[str, Any] | RecordData, if_match: str | None = None
+    *, feed: Feed | str, key: str, data: Mapping[str, Any] | RecordData,
+    if_match: str | None = None,
 ) -> Entry | None:
-    """Create or replace a record. Returns its new entry, or None when nothing changed."""
+    """Create or replace a record. Returns its new entry, or None when nothing changed.
+
+    `feed` is a Feed or its slug: a slug is read only once, under the lock (the API's
+    single PUT), and raises Feed.DoesNotExist when no feed has it."""
     operation = Put(key=clean_key(key), record=clean_record(data))
     return _write(feed, {0: operation}, if_match=if_match)[0]
 
 
-def delete_record(*, feed: Feed, key: str, if_match: str | None = None) -> Entry | None:
+def delete_record(*, feed: Feed | str, key: str, if_match: str | None = None) -> Entry | None:
     """Delete a record: appends a deletion entry, or None when it was deleted already.
 
-    Raises Record.DoesNotExist for a key that never existed in the feed.
+    Raises Record.DoesNotExist for a key that never existed in the feed (`feed`: as for
+    put_record).
     """
     try:
         return _write(feed, {0: Delete(key=clean_key(key))}, if_match=if_match)[0]
@@ -139,7 +147,7 @@ def parse_operation(raw: Any) -> Operation:
 
 
 def _write(
-    feed: Feed,
+    feed: Feed | str,
     operations: dict[int, Operation],
     *,
     invalid: dict[int, Any] | None = None,
@@ -148,7 +156,10 @@ def _write(
     """Apply operations (by their index in the request) under the feed lock, or raise
     BatchError naming the `invalid` ones and every delete of an unknown key."""
     with transaction.atomic():
-        locked = Feed.objects.select_for_update().get(pk=feed.pk)
+        if isinstance(feed, str):
+            locked = Feed.objects.select_for_update().get(slug=feed)
+        else:
+            locked = Feed.objects.select_for_update().get(pk=feed.pk)
         full_before = locked.full_pages
         changes = _Changes(locked)
         results = changes.apply(operations, if_match=if_match)
@@ -169,9 +180,9 @@ def _write(
                 # The pages this write filled, and one more of any backlog: a write's own
                 # sealing cost follows its size, and a sealer outage drains step by step.
                 filled = locked.full_pages - full_before
-                transaction.on_commit(partial(_seal_after_commit, locked.pk, filled + 1))
-    # Let the caller's instance see the counters it just advanced.
-    feed.last_seq, feed.last_updated = locked.last_seq, locked.last_updated
+                transaction.on_commit(partial(_seal_soon, locked.pk, filled + 1))
+    if isinstance(feed, Feed):  # let the caller's instance see the counters it advanced
+        feed.last_seq, feed.last_updated = locked.last_seq, locked.last_updated
     return results
 
 
@@ -190,6 +201,8 @@ class _Changes:
     ) -> list[Entry | None]:
         keys = sorted({operation.key for operation in operations.values()})
         self.records = {record.key: record for record in fastsql.existing_records(self.feed, keys)}
+        for record in self.records.values():  # their answers show the feed: no query for it
+            _RECORD_FEED.set_cached_value(record, self.feed)
         if if_match is not None:
             first = next(iter(operations.values()))
             _check_if_match(if_match, record_etag(self.records.get(first.key)))
@@ -285,23 +298,38 @@ RECORD_COLUMNS = ("id", "feed_id", "key", "title", "summary", "metadata", "links
                   "updated", "deleted_at")
 
 
+# Up to this many entries, a write inserts them with one INSERT rather than by COPY (and a
+# single new record by INSERT ... RETURNING its id): a single PUT's record and entry each
+# cost one round trip instead of two or three.
+FEW_ROWS = 8
+
+
 def _insert_records(records: list[Record], as_json: _JsonOnce) -> None:
-    """Insert new records: their entries need their ids, so on PostgreSQL the ids are
-    reserved in one query and the rows go by COPY (see archives/db/fastsql.py)."""
+    """Insert new records: their entries need their ids, so on PostgreSQL one record is
+    inserted returning its id, and more have their ids reserved in one query and go by
+    COPY (see archives/db/fastsql.py)."""
     if not records:
         return
     if not fastsql.can_copy():
         Record.objects.bulk_create(records)
         return
-    for record, pk in zip(records, fastsql.reserve_ids(Record, len(records)), strict=True):
-        record.pk = pk
+    if len(records) == 1:
+        record = records[0]
+        [record.pk] = fastsql.insert_rows(Record, RECORD_COLUMNS[1:], [
+            _record_row(record, as_json)[1:]], returning_id=True)
+    else:
+        for record, pk in zip(records, fastsql.reserve_ids(Record, len(records)), strict=True):
+            record.pk = pk
+        fastsql.copy_rows(Record, RECORD_COLUMNS, (_record_row(record, as_json)
+                                                   for record in records))
+    for record in records:
         record._state.adding, record._state.db = False, "default"  # as bulk_create leaves it
-    fastsql.copy_rows(Record, RECORD_COLUMNS, (
-        (record.pk, record.feed_id, record.key, record.title, record.summary,
-         as_json(record.metadata), as_json(record.links), record.created, record.updated,
-         record.deleted_at)
-        for record in records
-    ))
+
+
+def _record_row(record: Record, as_json: _JsonOnce) -> tuple:
+    return (record.pk, record.feed_id, record.key, record.title, record.summary,
+            as_json(record.metadata), as_json(record.links), record.created, record.updated,
+            record.deleted_at)
 
 
 CHANGED_RECORD_COLUMNS = ("title", "summary", "metadata", "links", "updated", "deleted_at")
@@ -330,11 +358,13 @@ def _insert_entries(entries: list[Entry], as_json: _JsonOnce) -> None:
     if not fastsql.can_copy():
         Entry.objects.bulk_create(entries)
         return
-    fastsql.copy_rows(Entry, ENTRY_COLUMNS, (
-        (entry.feed_id, entry.seq, entry.record.pk, entry.kind, entry.updated, entry.title,
-         entry.summary, as_json(entry.links), as_json(entry.metadata))
-        for entry in entries
-    ))
+    rows = ((entry.feed_id, entry.seq, entry.record.pk, entry.kind, entry.updated, entry.title,
+             entry.summary, as_json(entry.links), as_json(entry.metadata))
+            for entry in entries)
+    if len(entries) <= FEW_ROWS:
+        fastsql.insert_rows(Entry, ENTRY_COLUMNS, list(rows))
+    else:
+        fastsql.copy_rows(Entry, ENTRY_COLUMNS, rows)
 
 
 # Records and entries are built by position, Django's fast path: its keyword path cost
@@ -402,6 +432,34 @@ def _same_content(record: Record, data: RecordData) -> bool:
         and record.metadata == data.metadata
         and record.links == data.link_dicts()
     )
+
+
+# Seal on write, once the answer is sent: a write that fills a page would otherwise wait
+# for its sealing (~10 ms a page of 100 entries), one request in page_size, which made
+# the p99 latency of single PUTs that of sealing. Within a request the seal waits for
+# request_finished, which Django sends once the server has written the response (WSGI
+# close()); elsewhere (commands, the shell) it runs at once, after the commit as before.
+_requests = threading.local()
+
+
+@receiver(request_started)
+def _request_started(**kwargs: Any) -> None:
+    _requests.seals = {}  # feed id -> most pages to seal
+
+
+@receiver(request_finished)
+def _request_finished(**kwargs: Any) -> None:
+    seals, _requests.seals = getattr(_requests, "seals", None), None
+    for feed_id, max_pages in (seals or {}).items():
+        _seal_after_commit(feed_id, max_pages)
+
+
+def _seal_soon(feed_id: int, max_pages: int) -> None:
+    seals = getattr(_requests, "seals", None)
+    if seals is None:
+        _seal_after_commit(feed_id, max_pages)
+    else:
+        seals[feed_id] = max(seals.get(feed_id, 0), max_pages)
 
 
 def _seal_after_commit(feed_id: int, max_pages: int) -> None:
