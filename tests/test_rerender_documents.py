@@ -257,3 +257,11 @@ def test_development_redirects_another_loopback_name_for_the_same_port(db, setti
         assert response["Location"] == f"{OLD}/feeds/books/?x=1"
     assert Client().get("/feeds/books/", HTTP_HOST="localhost:8001").status_code == 421
     assert Client().post("/feeds/books/", HTTP_HOST="localhost:8000").status_code == 421
+
+
+def test_development_refuses_a_port_out_of_range_without_an_error(db, settings):
+    settings.DEBUG, settings.FEEDPUB_BASE_URL = True, OLD
+    settings.ALLOWED_HOSTS = ["127.0.0.1", "localhost"]
+
+    for host in ("localhost:99999", "127.0.0.1:99999"):
+        assert Client().get("/feeds/books/", HTTP_HOST=host).status_code == 421, host
