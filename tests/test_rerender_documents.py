@@ -265,3 +265,28 @@ def test_development_refuses_a_port_out_of_range_without_an_error(db, settings):
 
     for host in ("localhost:99999", "127.0.0.1:99999"):
         assert Client().get("/feeds/books/", HTTP_HOST=host).status_code == 421, host
+
+
+def test_a_page_sealed_before_deletions_had_a_content_type_is_rendered_as_it_was(
+        db, settings, settled, pages_dir):
+    """Pages sealed by the release before issue 19 have DELETE entities without a
+    Content-Type; such a page still reproduces, and only its links change."""
+    settings.FEEDPUB_BASE_URL = OLD
+    feed = FeedFactory(slug="books", page_size=3)
+    publishing.put_record(feed=feed, key="k1", data=record_data(1))
+    publishing.delete_record(feed=feed, key="k1")
+    publishing.put_record(feed=feed, key="k2", data=record_data(2))
+    seal_feed(feed)
+    typed_line = b"Content-Type: application/json\r\n"
+    sealed = [part.replace(typed_line, b"") if b"http-equiv=DELETE" in part else part
+              for part in linkedpages.split(bytes(ArchivePage.objects.get().multipart))]
+    assert sum(typed_line not in part for part in sealed) == 1  # the deletion's
+    ArchivePage.objects.update(multipart=linkedpages.render(sealed))
+    settings.FEEDPUB_BASE_URL = NEW
+
+    report = rerendering.rerender()
+
+    assert report.not_reproduced == []
+    assert report.pages == 1
+    moved = linkedpages.split(bytes(ArchivePage.objects.get().multipart))
+    assert moved == [part.replace(OLD.encode(), NEW.encode()) for part in sealed]

@@ -129,12 +129,15 @@ class _Pages:
         # Each format as it was sealed (a next-archive link came later, maybe from a sealer
         # that already had the new base URL) and its renderer, given has_next.
         as_atom, as_rss = _as_atom_shows_it(feed, body), rss and _as_rss_shows_it(feed, rss)
+        # (A page sealed before its DELETE entities had a Content-Type keeps them so.)
+        typed = multipart is None or linkedpages.deletions_typed(multipart)
         renderings = {
             "Atom": (_without_next_archive(body, ATOM_NEXT), lambda has_next:
                      ArchiveDocument.freeze(as_atom, number, rows, has_next=has_next)[0]),
             "RSS": (rss and _without_next_archive(rss, RSS_NEXT), lambda has_next:
                     RssArchiveDocument.freeze(as_rss, number, rows, has_next=has_next)),
-            "linked page": (multipart, lambda has_next: linkedpages.render_page(feed, rows)),
+            "linked page": (multipart, lambda has_next: linkedpages.render_page(
+                feed, rows, typed_deletions=typed)),
         }
         new = {}
         for name, (sealed, render) in renderings.items():
