@@ -130,12 +130,17 @@ def test_documents_rendered_per_request_take_a_new_last_modified(moved, settings
 def test_a_second_run_changes_nothing(moved):
     rerender()
     etags = {url: fetch(url)["ETag"] for url in urls(moved)}
+    dates = Feed.objects.values_list("subscription_modified", "description_modified").get()
 
     out = rerender()
 
     assert "0 sealed pages and 0 snapshot pages rendered again" in out
     assert "4 already used it" in out
+    assert "the documents of 0 feed(s) take a new Last-Modified" in out
     assert {url: fetch(url)["ETag"] for url in urls(moved)} == etags
+    # Nor do the feed's dates move (and its WebSub subscribers hear nothing) again.
+    assert Feed.objects.values_list("subscription_modified",
+                                    "description_modified").get() == dates
 
 
 def test_a_dry_run_stores_nothing(moved):

@@ -18,7 +18,7 @@ content hash follows its bytes. A snapshot page's ETag is the hash of its bytes;
 Last-Modified is its last entity's (the format's rule), so it is revalidated by ETag only
 (documents/linked.py). The documents rendered per request changed bytes with the setting:
 every feed's `subscription_modified` and `description_modified` move to now, so their
-Last-Modified does too.
+Last-Modified does too (not again for a feed whose frozen documents an earlier pass moved).
 """
 
 from __future__ import annotations
@@ -75,10 +75,15 @@ def rerender(*, slug: str | None = None, dry_run: bool = False,
     report = Report()
     feeds = Feed.objects.order_by("pk")
     for feed in feeds if slug is None else feeds.filter(slug=slug):
+        rendered, current = report.pages + report.snapshot_pages, report.current
         pages = _Pages(feed, report, dry_run, on_document)
         pages.archive_pages()
         pages.snapshot_pages()
-        if not dry_run:
+        # Frozen documents all current: an earlier pass moved this feed (or it was sealed
+        # with this base URL); its dates are not moved, nor its subscribers told, again.
+        moved_already = (report.current > current
+                         and report.pages + report.snapshot_pages == rendered)
+        if not dry_run and not moved_already:
             _touch(feed)
             report.feeds += 1
     if not dry_run and report.pages and settings.FEEDPUB_EXPORT_PAGES:
