@@ -295,3 +295,20 @@ def test_a_page_sealed_before_deletions_had_a_content_type_is_rendered_as_it_was
     assert report.pages == 1
     moved = linkedpages.split(bytes(ArchivePage.objects.get().multipart))
     assert moved == [part.replace(OLD.encode(), NEW.encode()) for part in sealed]
+
+
+def test_a_pass_killed_after_storing_pages_has_moved_the_feeds_dates(moved, monkeypatch):
+    """The dates move in the transaction of the first pages stored: a second pass, which
+    finds those pages current, need not (and does not) move them."""
+    before = Feed.objects.values_list("subscription_modified", flat=True).get()
+
+    def killed(self):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(rerendering._Pages, "snapshot_pages", killed)
+    with pytest.raises(KeyboardInterrupt):
+        rerendering.rerender()
+
+    assert all(NEW.encode() in bytes(body)
+               for body in ArchivePage.objects.values_list("body", flat=True))
+    assert Feed.objects.values_list("subscription_modified", flat=True).get() > before
