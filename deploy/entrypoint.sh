@@ -66,7 +66,9 @@ case "${1:-web}" in
   longpoll)
     require_open_files $((${LONGPOLL_LIMIT_CONCURRENCY:-10000} + 256)) \
       "LONGPOLL_LIMIT_CONCURRENCY=${LONGPOLL_LIMIT_CONCURRENCY:-10000} long polls"
-    exec env CONN_MAX_AGE=0 uvicorn feedpub.asgi:application --host "${LONGPOLL_HOST:-0.0.0.0}" --port "${LONGPOLL_PORT:-8001}" --workers "${LONGPOLL_WORKERS:-1}" --loop uvloop --http httptools --backlog 4096 --limit-concurrency "${LONGPOLL_LIMIT_CONCURRENCY:-10000}" --no-access-log --proxy-headers --forwarded-allow-ips "${FORWARDED_ALLOW_IPS:-*}"
+    # CONN_MAX_AGE=0 bounds its connections (archives/serving/longpoll.py); a
+    # CONN_MAX_AGE_FILE would win over it in the settings (env()), so it goes.
+    exec env -u CONN_MAX_AGE_FILE CONN_MAX_AGE=0 uvicorn feedpub.asgi:application --host "${LONGPOLL_HOST:-0.0.0.0}" --port "${LONGPOLL_PORT:-8001}" --workers "${LONGPOLL_WORKERS:-1}" --loop uvloop --http httptools --backlog 4096 --limit-concurrency "${LONGPOLL_LIMIT_CONCURRENCY:-10000}" --no-access-log --proxy-headers --forwarded-allow-ips "${FORWARDED_ALLOW_IPS:-*}"
     ;;
   sealer)
     exec python manage.py seal_archives --watch "${SEAL_INTERVAL:-5}" \

@@ -63,7 +63,8 @@ def test_the_entrypoint_names_gunicorn_with_our_config_and_the_watching_sealer()
     assert commands["migrate"] == "python manage.py migrate --noinput"
     # The ASGI service for long polls, without persistent connections (Django serves each
     # ASGI request in a thread of its own).
-    assert commands["longpoll"].startswith("env CONN_MAX_AGE=0 uvicorn feedpub.asgi:application ")
+    assert commands["longpoll"].startswith(
+        "env -u CONN_MAX_AGE_FILE CONN_MAX_AGE=0 uvicorn feedpub.asgi:application ")
 
 
 def test_every_compose_app_service_runs_an_entrypoint_command():
@@ -472,6 +473,26 @@ def test_the_long_poll_service_raises_its_open_file_limit(fake_uvicorn, shell):
                                  "LONGPOLL_LIMIT_CONCURRENCY": "2000"})
     assert result.returncode == 0, result.stderr
     assert int(result.stdout) >= needed
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_the_long_poll_service_keeps_no_connection_even_with_conn_max_age_from_a_file(
+        tmp_path, shell):
+    """Its bound on database connections needs CONN_MAX_AGE=0, which a CONN_MAX_AGE_FILE
+    (every setting may come from a file) must not undo: the settings prefer the file."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "uvicorn").write_text(f"#!/bin/sh\nexec {sys.executable} -c \"{CONN_MAX_AGE}\"\n")
+    (bin_dir / "uvicorn").chmod(0o755)
+    (tmp_path / "age").write_text("600\n")
+    result = run_entrypoint(shell, "longpoll", env={
+        "PATH": f"{bin_dir}:{os.environ['PATH']}", "LONGPOLL_LIMIT_CONCURRENCY": "100",
+        "CONN_MAX_AGE_FILE": str(tmp_path / "age")})
+    assert result.stdout.strip() == "0", result.stderr
+
+
+CONN_MAX_AGE = ("import django; django.setup(); from django.conf import settings; "
+                "print(settings.DATABASES['default']['CONN_MAX_AGE'])")
 
 
 @pytest.mark.parametrize("shell", SHELLS)

@@ -130,12 +130,17 @@ def test_documents_rendered_per_request_take_a_new_last_modified(moved, settings
 def test_a_second_run_changes_nothing(moved):
     rerender()
     etags = {url: fetch(url)["ETag"] for url in urls(moved)}
+    dates = Feed.objects.values_list("subscription_modified", "description_modified").get()
 
     out = rerender()
 
     assert "0 sealed pages and 0 snapshot pages rendered again" in out
     assert "4 already used it" in out
+    assert "the documents of 0 feed(s) take a new Last-Modified" in out
     assert {url: fetch(url)["ETag"] for url in urls(moved)} == etags
+    # Nor do the feed's dates move (and its WebSub subscribers hear nothing) again.
+    assert Feed.objects.values_list("subscription_modified",
+                                    "description_modified").get() == dates
 
 
 def test_a_dry_run_stores_nothing(moved):
@@ -257,3 +262,53 @@ def test_development_redirects_another_loopback_name_for_the_same_port(db, setti
         assert response["Location"] == f"{OLD}/feeds/books/?x=1"
     assert Client().get("/feeds/books/", HTTP_HOST="localhost:8001").status_code == 421
     assert Client().post("/feeds/books/", HTTP_HOST="localhost:8000").status_code == 421
+
+
+def test_development_refuses_a_port_out_of_range_without_an_error(db, settings):
+    settings.DEBUG, settings.FEEDPUB_BASE_URL = True, OLD
+    settings.ALLOWED_HOSTS = ["127.0.0.1", "localhost"]
+
+    for host in ("localhost:99999", "127.0.0.1:99999"):
+        assert Client().get("/feeds/books/", HTTP_HOST=host).status_code == 421, host
+
+
+def test_a_page_sealed_before_deletions_had_a_content_type_is_rendered_as_it_was(
+        db, settings, settled, pages_dir):
+    """Pages sealed by the release before issue 19 have DELETE entities without a
+    Content-Type; such a page still reproduces, and only its links change."""
+    settings.FEEDPUB_BASE_URL = OLD
+    feed = FeedFactory(slug="books", page_size=3)
+    publishing.put_record(feed=feed, key="k1", data=record_data(1))
+    publishing.delete_record(feed=feed, key="k1")
+    publishing.put_record(feed=feed, key="k2", data=record_data(2))
+    seal_feed(feed)
+    typed_line = b"Content-Type: application/json\r\n"
+    sealed = [part.replace(typed_line, b"") if b"http-equiv=DELETE" in part else part
+              for part in linkedpages.split(bytes(ArchivePage.objects.get().multipart))]
+    assert sum(typed_line not in part for part in sealed) == 1  # the deletion's
+    ArchivePage.objects.update(multipart=linkedpages.render(sealed))
+    settings.FEEDPUB_BASE_URL = NEW
+
+    report = rerendering.rerender()
+
+    assert report.not_reproduced == []
+    assert report.pages == 1
+    moved = linkedpages.split(bytes(ArchivePage.objects.get().multipart))
+    assert moved == [part.replace(OLD.encode(), NEW.encode()) for part in sealed]
+
+
+def test_a_pass_killed_after_storing_pages_has_moved_the_feeds_dates(moved, monkeypatch):
+    """The dates move in the transaction of the first pages stored: a second pass, which
+    finds those pages current, need not (and does not) move them."""
+    before = Feed.objects.values_list("subscription_modified", flat=True).get()
+
+    def killed(self):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(rerendering._Pages, "snapshot_pages", killed)
+    with pytest.raises(KeyboardInterrupt):
+        rerendering.rerender()
+
+    assert all(NEW.encode() in bytes(body)
+               for body in ArchivePage.objects.values_list("body", flat=True))
+    assert Feed.objects.values_list("subscription_modified", flat=True).get() > before

@@ -22,16 +22,12 @@ from rest_framework.test import APIClient
 
 from archives.db.cache import LockingDatabaseCache
 
+from .nginx_server import free_port
+
 ROOT = Path(__file__).resolve().parent.parent
 ENTRYPOINT = str(ROOT / "deploy" / "entrypoint.sh")
 REDIS_URL = "redis://127.0.0.1:6379/15"
 RATE = 4  # a client's requests an hour
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def redis_or_skip() -> None:

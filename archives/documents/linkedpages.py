@@ -69,6 +69,15 @@ def entity(feed: Feed, row: EntryRow, record_base: str) -> bytes:
 
 
 ENTITY_TYPE = "application/json"  # a record, in the API's JSON shape
+_ENTITY_TYPE_LINE = f"Content-Type: {ENTITY_TYPE}\r\n".encode()
+_DELETION = b"\r\nOperation-Type: http-equiv=DELETE\r\n"
+
+
+def deletions_typed(body: bytes) -> bool:
+    """Whether the DELETE entities of a stored page carry their Content-Type. Pages sealed
+    before issue 19 have none there, and keep their bytes: a page rendered again (after a
+    move, archives/log/rerendering.py) is rendered as it was sealed."""
+    return all(_ENTITY_TYPE_LINE in part for part in split(body) if _DELETION in part)
 
 
 DELETE = Entry.Kind.DELETE
@@ -94,10 +103,14 @@ def render(parts: Iterable[bytes]) -> bytes:
     return b"".join(delimiter + CRLF + part + CRLF for part in parts) + delimiter + b"--" + CRLF
 
 
-def render_page(feed: Feed, rows: list[EntryRow]) -> bytes:
-    """A page of entries (oldest first)."""
+def render_page(feed: Feed, rows: list[EntryRow], *, typed_deletions: bool = True) -> bytes:
+    """A page of entries (oldest first); without `typed_deletions`, its DELETE entities
+    as pages sealed before issue 19 have them, with no Content-Type (`deletions_typed`)."""
     base = record_url_prefix(feed.slug)
-    return render(entity(feed, row, base) for row in rows)
+    if typed_deletions:
+        return render(entity(feed, row, base) for row in rows)
+    return render(entity(feed, row, base).replace(_ENTITY_TYPE_LINE, b"", 1)
+                  if row.kind == DELETE else entity(feed, row, base) for row in rows)
 
 
 def split(body: bytes) -> list[bytes]:

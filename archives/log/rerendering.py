@@ -18,7 +18,7 @@ content hash follows its bytes. A snapshot page's ETag is the hash of its bytes;
 Last-Modified is its last entity's (the format's rule), so it is revalidated by ETag only
 (documents/linked.py). The documents rendered per request changed bytes with the setting:
 every feed's `subscription_modified` and `description_modified` move to now, so their
-Last-Modified does too.
+Last-Modified does too (not again for a feed whose frozen documents an earlier pass moved).
 """
 
 from __future__ import annotations
@@ -75,12 +75,16 @@ def rerender(*, slug: str | None = None, dry_run: bool = False,
     report = Report()
     feeds = Feed.objects.order_by("pk")
     for feed in feeds if slug is None else feeds.filter(slug=slug):
+        current = report.current
         pages = _Pages(feed, report, dry_run, on_document)
         pages.archive_pages()
         pages.snapshot_pages()
-        if not dry_run:
-            _touch(feed)
-            report.feeds += 1
+        # Its dates moved with the first documents stored (in their transaction: a pass
+        # killed after them leaves none unmoved). None stored: moved unless every frozen
+        # document uses the base URL already (an earlier pass moved the feed, or it was
+        # sealed with this base URL), so a second pass tells its subscribers nothing again.
+        if not dry_run and not pages.touched and report.current == current:
+            pages.touch()
     if not dry_run and report.pages and settings.FEEDPUB_EXPORT_PAGES:
         # A page is exported once its new Last-Modified second has come (export.py).
         time.sleep(max(0.0, base.visible_second(base.change_stamp())
@@ -97,6 +101,14 @@ class _Pages:
         self.feed, self.report, self.dry_run = feed, report, dry_run
         self.on_document = on_document or (lambda: None)
         self.base_url = settings.FEEDPUB_BASE_URL
+        self.touched = False  # the feed's dates moved (`touch`)
+
+    def touch(self) -> None:
+        """Move the feed's dates once: inside the transaction storing its first documents."""
+        if not self.touched:
+            _touch(self.feed)
+            self.touched = True
+            self.report.feeds += 1
 
     def archive_pages(self) -> None:
         after = 0
@@ -129,12 +141,15 @@ class _Pages:
         # Each format as it was sealed (a next-archive link came later, maybe from a sealer
         # that already had the new base URL) and its renderer, given has_next.
         as_atom, as_rss = _as_atom_shows_it(feed, body), rss and _as_rss_shows_it(feed, rss)
+        # (A page sealed before its DELETE entities had a Content-Type keeps them so.)
+        typed = multipart is None or linkedpages.deletions_typed(multipart)
         renderings = {
             "Atom": (_without_next_archive(body, ATOM_NEXT), lambda has_next:
                      ArchiveDocument.freeze(as_atom, number, rows, has_next=has_next)[0]),
             "RSS": (rss and _without_next_archive(rss, RSS_NEXT), lambda has_next:
                     RssArchiveDocument.freeze(as_rss, number, rows, has_next=has_next)),
-            "linked page": (multipart, lambda has_next: linkedpages.render_page(feed, rows)),
+            "linked page": (multipart, lambda has_next: linkedpages.render_page(
+                feed, rows, typed_deletions=typed)),
         }
         new = {}
         for name, (sealed, render) in renderings.items():
@@ -153,6 +168,7 @@ class _Pages:
         one its next-archive link), which are left for rendering again."""
         changed = []
         with transaction.atomic():
+            self.touch()
             # Stamped just before the commit (base.py); a later second than the stored one,
             # so that the file ETag (second, length) moves even if the length does not.
             now = base.change_stamp()
@@ -175,8 +191,9 @@ class _Pages:
                 "pk", "body", "etag")[:BATCH])
             rendered = [(pk, etag, new) for pk, body, etag in batch
                         if (new := self.snapshot_page(pk, bytes(body), record_path))]
-            if not self.dry_run:
+            if rendered and not self.dry_run:
                 with transaction.atomic():  # (only rerender_documents changes them)
+                    self.touch()
                     for pk, etag, new in rendered:
                         SnapshotPage.objects.filter(pk=pk, etag=etag).update(
                             body=new, etag=base.bytes_etag(new))

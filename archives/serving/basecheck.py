@@ -59,7 +59,11 @@ def same_loopback_server(here: str, wanted: str) -> bool:
     """Two origins naming this machine's loopback by different names, on one scheme and port:
     the same development server."""
     a, b = urlsplit(here), urlsplit(wanted)
-    return (a.scheme, a.port) == (b.scheme, b.port) and \
+    try:
+        same_port = (a.scheme, a.port) == (b.scheme, b.port)
+    except ValueError:  # a Host's port out of range (Django lets any digits through)
+        return False
+    return same_port and \
         {f"[{a.hostname}]" if ":" in a.hostname else a.hostname,
          f"[{b.hostname}]" if ":" in b.hostname else b.hostname} <= LOOPBACK_NAMES
 
