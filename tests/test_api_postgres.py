@@ -105,11 +105,13 @@ def test_batches_and_single_puts_at_once_keep_the_log_gapless(token, settings):
 
 def test_a_single_put_is_ten_round_trips_with_the_lock_held_to_commit(token, settings):
     """Each round trip of a single PUT was a large part of its cost (it made 15 for a
-    producer that is not a superuser); these are the ones it needs, in this order."""
+    producer that is not a superuser); these are the ones it needs, in this order. (The
+    shared rate count's own are counted in the next test.)"""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
     settings.FEEDPUB_SEAL_ON_WRITE = False
+    settings.FEEDPUB_API_USER_RATE = None
     FeedFactory(slug="books")
     client = client_for(token)
     client.put("/api/feeds/books/records/k0", record_data(0), format="json")
@@ -137,3 +139,35 @@ def test_a_single_put_is_ten_round_trips_with_the_lock_held_to_commit(token, set
         assert "FOR UPDATE" in queries[3]["sql"]  # the feed's lock, taken first
     assert list(Entry.objects.values_list("seq", "kind")) == [
         (1, "create"), (2, "create"), (3, "update")]
+
+
+def test_the_shared_rate_count_adds_four_round_trips_outside_the_write(token, settings):
+    """Without Redis a producer's requests are counted in the database cache: one short
+    transaction of its own, before the write's, so the feed's lock never waits on it."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    settings.FEEDPUB_SEAL_ON_WRITE = False
+    FeedFactory(slug="books")
+    client = client_for(token)
+    client.put("/api/feeds/books/records/k0", record_data(0), format="json")  # its window
+
+    def statements(rate):
+        settings.FEEDPUB_API_USER_RATE = rate
+        with CaptureQueriesContext(connection) as queries:
+            response = client.put("/api/feeds/books/records/k0",
+                                  record_data(0, title=f"Rate {rate}"), format="json")
+        assert response.status_code == 200
+        return [query["sql"] for query in queries]
+
+    def kinds(sqls):  # the statements without their values
+        return [sql[:30] for sql in sqls]
+
+    counted, uncounted = statements("24000/minute"), statements(None)
+    begin = counted.index("BEGIN")
+    throttle = counted[begin:begin + 4]
+    assert kinds(counted[:begin] + counted[begin + 4:]) == kinds(uncounted)
+    assert throttle[0] == "BEGIN"
+    assert throttle[-1] == "COMMIT"
+    assert all("feedpub_cache" in statement for statement in throttle[1:3])
+    assert "FOR UPDATE" in throttle[1]

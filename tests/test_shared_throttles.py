@@ -142,6 +142,28 @@ def test_concurrent_counts_of_one_key_are_never_lost():
     assert cache.get("counted") == threads * per_thread
 
 
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_count_in_a_callers_transaction_leaves_its_commit_durable():
+    """The count's own transaction commits without waiting for the disk; a caller's, which
+    may hold a write, must not inherit that."""
+    from django.db import transaction
+
+    cache = caches["default"]
+    cache.set("counted", 0, timeout=60)
+
+    def synchronous_commit():
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW synchronous_commit")
+            return cursor.fetchone()[0]
+
+    with transaction.atomic():
+        assert cache.incr("counted") == 1
+        assert synchronous_commit() == "on"
+    assert cache.incr("counted") == 2
+    assert synchronous_commit() == "on"  # (SET LOCAL ended with the count's transaction)
+
+
 def test_a_count_keeps_the_expiry_of_its_window(db):
     cache = caches["default"]
     cache.add("window", 1, timeout=1)

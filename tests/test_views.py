@@ -363,9 +363,9 @@ def test_documents_do_not_depend_on_the_request_host(client, sealed_feed):
 
 def test_documents_do_not_depend_on_the_script_prefix(sealed_feed):
     publishing.put_record(feed=sealed_feed, key="k9", data=record_data(9))
-    atom._path.cache_clear()  # each request below renders its links afresh
+    atom.url_path.cache_clear()  # each request below renders its links afresh
     _, mounted_headers, mounted = through_wsgi("/feeds/books/", SCRIPT_NAME="/mounted")
-    atom._path.cache_clear()
+    atom.url_path.cache_clear()
     _, plain_headers, plain = through_wsgi("/feeds/books/")
     assert mounted == plain
     assert mounted_headers["Link"] == plain_headers["Link"]

@@ -35,13 +35,15 @@ class LockingDatabaseCache(DatabaseCache):
         connection = connections[database]
         table, cache_key, value, expires = (connection.ops.quote_name(name) for name in (
             self._table, "cache_key", "value", "expires"))
-        if connection.vendor == "postgresql":
-            # Locked, and committed without waiting for the disk: a count need not survive
-            # a crash, and the flush was most of the time a count took.
-            read = (f"SELECT {value}, set_config('synchronous_commit', 'off', true) "  # noqa: S608
-                    f"FROM {table} WHERE {cache_key} = %s AND {expires} > %s FOR UPDATE")
-        else:  # SQLite: the IMMEDIATE transaction holds the write lock already
-            read = f"SELECT {value} FROM {table} WHERE {cache_key} = %s AND {expires} > %s"  # noqa: S608
+        read = f"SELECT {value} FROM {table} WHERE {cache_key} = %s AND {expires} > %s"  # noqa: S608
+        if connection.vendor == "postgresql":  # (SQLite's IMMEDIATE transaction is the lock)
+            read += " FOR UPDATE"
+            if not connection.in_atomic_block:
+                # Committed without waiting for the disk: a count need not survive a crash,
+                # and the flush was most of the time a count took. Only in a transaction of
+                # its own: the setting lasts to the end of the transaction it is made in.
+                read = read.replace(f"SELECT {value}", f"SELECT {value}, "
+                                    "set_config('synchronous_commit', 'off', true)", 1)
         made_key = self.make_and_validate_key(key, version=version)
         now = connection.ops.adapt_datetimefield_value(timezone.now().replace(microsecond=0))
         with transaction.atomic(using=database), connection.cursor() as cursor:

@@ -87,7 +87,7 @@ def rendered_with_base(base_url: str) -> Iterator[None]:
 
 
 @lru_cache(maxsize=16384)
-def _path(name: str, *args: str | int) -> str:
+def url_path(name: str, *args: str | int) -> str:
     """A path as the URLconf makes it, without the request's script prefix: the base URL
     alone says where feedpub is mounted, so a document is the same bytes whoever renders
     it (a request under a SCRIPT_NAME, or the sealer's command line). Cached: reverse()
@@ -98,24 +98,24 @@ def _path(name: str, *args: str | int) -> str:
 @receiver(setting_changed)
 def _forget_paths(*, setting: str, **kwargs) -> None:
     if setting == "ROOT_URLCONF":
-        _path.cache_clear()
+        url_path.cache_clear()
 
 
 def url(name: str, *args: str | int) -> str:
     """The absolute URL of a route, the same from any request or command."""
-    return absolute(_path(name, *args))
+    return absolute(url_path(name, *args))
 
 
 def subscription_url(slug: str) -> str:
-    return absolute(_path("archives:subscription", slug))
+    return absolute(url_path("archives:subscription", slug))
 
 
 def archive_url(slug: str, number: int) -> str:
-    return absolute(_path("archives:archive", slug, number))
+    return absolute(url_path("archives:archive", slug, number))
 
 
 def record_url(slug: str, key: str) -> str:
-    return absolute(_path("archives:record", slug, key))
+    return absolute(url_path("archives:record", slug, key))
 
 
 def record_url_prefix(slug: str) -> str:

@@ -99,6 +99,11 @@ def delete_record(*, feed: Feed | str, key: str, if_match: str | None = None) ->
         raise Record.DoesNotExist(f"No record {key!r} in feed {feed}") from None
 
 
+def error_details(error: ValidationError) -> dict[str, list[str]] | list[str]:
+    """What a refused operation's error says: messages by field, or a list of them."""
+    return error.message_dict if hasattr(error, "error_dict") else error.messages
+
+
 def apply_batch(*, feed: Feed, operations: Sequence[Mapping[str, Any]]) -> list[Entry | None]:
     """Apply puts and deletes in order, all or nothing, under one lock of the feed.
 
@@ -118,7 +123,7 @@ def apply_batch(*, feed: Feed, operations: Sequence[Mapping[str, Any]]) -> list[
         try:
             parsed[index] = parse_operation(raw)
         except ValidationError as error:
-            invalid[index] = error.message_dict if hasattr(error, "error_dict") else error.messages
+            invalid[index] = error_details(error)
     # The valid operations run even when some are invalid, so that one answer names every
     # bad operation (a delete of a key that does not exist at that point, too); the
     # transaction is then rolled back whole.

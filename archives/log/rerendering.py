@@ -133,7 +133,7 @@ class _Pages:
         body, rss, multipart = (None if value is None else bytes(value)
                                 for value in (page.body, page.rss, page.multipart))
         self_link = etree.fromstring(body).find(f"{atom.A}link[@rel='self']").get("href")
-        old_base = _base_of(self_link, atom._path("archives:archive", feed.slug, number))
+        old_base = _base_of(self_link, atom.url_path("archives:archive", feed.slug, number))
         if old_base == self.base_url:
             self.report.current += 1
             return None
@@ -185,7 +185,7 @@ class _Pages:
     def snapshot_pages(self) -> None:
         feed, after = self.feed, 0
         pages = SnapshotPage.objects.filter(snapshot__feed=feed, snapshot__complete=True)
-        record_path = atom._path("archives:record", feed.slug, "KEY").removesuffix("KEY")
+        record_path = atom.url_path("archives:record", feed.slug, "KEY").removesuffix("KEY")
         while True:
             batch = list(pages.filter(pk__gt=after).order_by("pk").values_list(
                 "pk", "body", "etag")[:BATCH])

@@ -137,7 +137,7 @@ def _refused(operation: dict[str, Any]) -> str | None:
     try:
         publishing.parse_operation(operation)
     except ValidationError as error:
-        return _why(error.message_dict if hasattr(error, "error_dict") else error.messages)
+        return _why(publishing.error_details(error))
     return None
 
 
