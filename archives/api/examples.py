@@ -20,7 +20,9 @@ from archives.log.publishing import FROZEN
 
 from .parsers import BodyTooLarge, LengthRequired
 
-SLUG = "books"  # the feed "Create a feed" creates
+# The feed "Create a feed" creates; not the docs' walkthrough's (`novels`, docs/publishing/
+# api.md), so that a reader can follow both on one server (tests/test_docs_blocks.py).
+SLUG = "books"
 RECORDS_SLUG = "demo"  # the feed `manage.py demo_feed` creates (its --slug default)
 KEY = "moby-dick"
 # Read once, when the views are imported: the responses' URLs are this server's.
