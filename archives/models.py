@@ -1,7 +1,7 @@
 """Feeds, their records, the append-only log of entries, and sealed archive pages.
 
 Rows here are written only by `archives.log.publishing` (feeds, records, entries) and
-`archives.log.sealing` (archive pages); see DESIGN.md "The write path".
+`archives.log.sealing` (archive pages); see docs/how-it-works/invariants.md#the-write-path.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ class Feed(models.Model):
     class Meta:
         ordering = ["slug"]
         indexes = [
-            # Serves the sealer's pass (Feed.objects.needing_sealing): only feeds with a
+            # Serves the sealer's pass (archives.log.sealing.seal_all): only feeds with a
             # full page not sealed yet are in it, so a pass over 100,000 feeds with nothing
             # to seal reads an empty index instead of every feed.
             models.Index(fields=["id"], condition=models.Q(NEEDS_SEALING),

@@ -1,4 +1,4 @@
-"""feedpub settings, read from the environment (see README "Settings").
+"""feedpub settings, read from the environment (see docs/deploying/settings.md).
 
 SQLite in the project folder is the embedded default; any DATABASE_URL that
 dj-database-url understands (postgres://...) replaces it.
@@ -124,7 +124,7 @@ if not re.fullmatch(r"\S+@(\S+\.)+\S+", FEEDPUB_OAI_ADMIN_EMAIL or ""):
 FEEDPUB_PAGE_CACHE_BYTES = envint("FEEDPUB_PAGE_CACHE_BYTES", str(64 * 1024 * 1024))
 
 # WebSub (W3C): feedpub is its own hub at /websub/ (archives/push/); the websub_worker
-# process verifies intents and delivers changes (README "WebSub").
+# process verifies intents and delivers changes (docs/consuming/websub.md#the-worker).
 # Callback hosts the hub accepts, as ALLOWED_HOSTS patterns ("*" any, ".example.org" that
 # domain and its subdomains).
 FEEDPUB_WEBSUB_CALLBACK_HOSTS = [
@@ -154,7 +154,7 @@ FEEDPUB_WEBSUB_CONCURRENCY = envint("FEEDPUB_WEBSUB_CONCURRENCY", "200")
 # How often the worker looks at the database without being woken: on SQLite always, on
 # PostgreSQL as the fallback of LISTEN (a missed notification waits at most this long).
 FEEDPUB_WEBSUB_POLL_SECONDS = envint("FEEDPUB_WEBSUB_POLL_SECONDS", "5")
-# Exported pages (archives/storage/export.py, README "Exported pages"): sealed archive pages
+# Exported pages (archives/storage/export.py, docs/deploying/exported-pages.md): sealed pages
 # written as files for nginx, a CDN or an S3 website endpoint to serve without Django.
 # The `feedpub_pages` storage: a local directory (FEEDPUB_PAGES_DIR) by default, or any
 # S3-compatible bucket when FEEDPUB_PAGES_BUCKET is set (credentials as boto3 reads them:

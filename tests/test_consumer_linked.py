@@ -497,8 +497,8 @@ def test_the_harvest_command_starts_from_a_named_snapshot(server, tmp_path):
 
 
 def test_every_format_writes_one_record_shape(live_feed):
-    """Atom and linked pages of one feed: the same fields in every record (archives/
-    consumer/records.py), the same atom_id, title, summary and links; key and metadata
+    """Atom and linked pages of one feed: the same fields in every record
+    (archives/consumer/records.py), the same atom_id, title, summary and links; key and metadata
     wherever the format carries them (linked pages: the record's JSON; Atom: none)."""
     from archives.consumer.records import SHARED
 

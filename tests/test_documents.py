@@ -1,6 +1,7 @@
 """Validators tell the truth: each document's ETag changes exactly when its bytes do, and
 its Last-Modified moves forward whenever they change, so that If-Modified-Since answered
-by us or by any cache in front never keeps a client on stale bytes (DESIGN.md "HTTP")."""
+by us or by any cache in front never keeps a client on stale bytes
+(docs/how-it-works/invariants.md#http)."""
 
 from __future__ import annotations
 

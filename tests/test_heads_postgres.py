@@ -30,7 +30,7 @@ from .walking import NS
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 ROOT = Path(__file__).resolve().parent.parent
-BOUND = 1.0  # seconds from a commit to every poll showing it (README "Polling")
+BOUND = 1.0  # seconds from a commit to every poll showing it (docs/consuming/polling.md)
 
 
 @pytest.fixture(autouse=True)

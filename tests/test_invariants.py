@@ -1,4 +1,5 @@
-"""The invariants of DESIGN.md, checked over random histories through HTTP.
+"""The invariants of docs/how-it-works/invariants.md#pages, checked over random histories
+through HTTP.
 
 A consumer that walks the served documents from the subscription document back through
 every prev-archive, and applies RFC 5005 4.2 and Atom-PMH, must rebuild exactly the live

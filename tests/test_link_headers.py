@@ -1,7 +1,7 @@
-"""Every document's Link header repeats all of its links (DESIGN.md "HTTP": HEAD alone can
-walk a feed), with the attributes its elements carry: the body's links read with lxml, the
-header read by RFC 8288's algorithm (the consumer's parse_links), for every kind of
-document, as Django serves it and as nginx serves its exported file."""
+"""Every document's Link header repeats all of its links (HEAD alone can walk a feed:
+docs/how-it-works/invariants.md#http), with the attributes its elements carry: the body's
+links read with lxml, the header read by RFC 8288's algorithm (the consumer's parse_links),
+for every kind of document, as Django serves it and as nginx serves its exported file."""
 
 from __future__ import annotations
 

@@ -270,7 +270,7 @@ def test_the_backoff_doubles_is_capped_and_adds_up_as_documented(client, feed, w
             make_due()
         assert len(callback.deliveries()) == 10
     assert waits == [10, 20, 40, 80, 160, 320, 640, 1280, 2560]
-    assert sum(waits) == 5110  # README: 10 s and 10 attempts, ~1.4 hours
+    assert sum(waits) == 5110  # docs/consuming/websub.md: ~1.4 hours
     assert not Subscription.objects.exists()
     settings.FEEDPUB_WEBSUB_MAX_ATTEMPTS = 1000
     assert [hub_worker.retry_delay(n) for n in (9, 10, 36, 999)] == [2560, 3600, 3600, 3600]

@@ -1,5 +1,5 @@
-"""A conformance checker for linked-pages feeds (specs/linked-pages-feed-rules.md), usable
-against any server.
+"""A conformance checker for linked-pages feeds, usable against any server; the rules are
+those of docs/how-it-works/linked-pages.md#the-rules-the-checker-holds-a-server-to.
 
 `LinkedChecker.run(url)` walks back along `prev` from the entry point and forward along
 every `next` (pages reachable either way are published), and reports each rule by name:

@@ -1,4 +1,4 @@
-"""The linked-pages format as a consumer reads it (specs/linked-pages-feed.txt): pages
+"""The linked-pages format as a consumer reads it (docs/how-it-works/linked-pages.md): pages
 of multipart entities parsed by the standard library's email parser, their Link headers,
 snapshot indexes, and what an entity's body makes of a record.
 """

@@ -1,5 +1,5 @@
 """A harvesting client for linked-pages feeds (datareplication's format,
-specs/linked-pages-feed.txt), usable against any server.
+docs/how-it-works/linked-pages.md), usable against any server.
 
 A linked-pages feed is a doubly-linked list of pages (`Link` headers self/prev/next), each a
 multipart body of entities with `Content-ID`, `Operation-Type` and `Last-Modified` headers.

@@ -1,5 +1,5 @@
 """Feeds' heads kept in each process's memory, so that a poll that finds nothing new costs
-no database round trip, and yet sees every committed write (DESIGN.md "Scale").
+no database round trip, and yet sees every committed write (docs/how-it-works/invariants.md#scale).
 
 A feed's head is its Feed row: every feed-level document's ETag, Last-Modified and links
 follow from it (documents.FeedDocument). Each process keeps the heads it served, up to

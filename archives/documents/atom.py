@@ -243,7 +243,7 @@ def _is_header_text(text: str) -> bool:
 
 def render_subscription(feed: Feed, rows: list[EntryRow]) -> bytes:
     """The subscription document: the unsealed entries, newest first (rows in that order)."""
-    # Empty, it takes the feed's last change, never now(): see DESIGN.md "Documents".
+    # Empty, it takes the feed's last change, never now() (docs/how-it-works/invariants.md).
     updated = rows[0].updated if rows else feed.content_updated
     root = _feed_head(feed, updated, subscription_links(feed))
     _add_entries(root, feed, rows)

@@ -5,7 +5,7 @@ validators and its bytes, as Django's syndication `Feed` and sitemaps' `Sitemap`
 all a document needs on one class. Views serve it (`views.serve`), sealing freezes it,
 caches key on its ETag: nobody lists its inputs again.
 
-Validators tell the truth to every cache (DESIGN.md "HTTP"), ours or not:
+Validators tell the truth to every cache (docs/how-it-works/invariants.md#http), ours or not:
 - The ETag changes exactly when the bytes do: a hash of every input the bytes are
   rendered from (and of the renderer's own source), or of the frozen bytes themselves.
 - Last-Modified moves forward whenever the bytes change. It follows `modified`, when the
@@ -86,7 +86,7 @@ class Document:
 
     def links(self) -> list[atom.Link]:
         """Every link the document carries (its body's, where it has links), which its
-        Link header repeats (DESIGN.md "HTTP": HEAD alone can walk a feed)."""
+        Link header repeats (HEAD alone can walk a feed: docs/how-it-works/invariants.md#http)."""
         raise NotImplementedError
 
     def body(self) -> bytes:

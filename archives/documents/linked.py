@@ -1,4 +1,4 @@
-"""The linked-pages format (specs/linked-pages-feed.txt): its pages, rendered per request
+"""The linked-pages format (docs/how-it-works/linked-pages.md): its pages, rendered per request
 until sealed and then served from the body frozen with the archive page, and its
 snapshots' index and pages, immutable once taken.
 """

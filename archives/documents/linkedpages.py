@@ -1,4 +1,4 @@
-"""The linked-pages representation of the log (specs/linked-pages-feed.txt): pages whose
+"""The linked-pages representation of the log (docs/how-it-works/linked-pages.md): pages whose
 links are HTTP `Link` headers, each a multipart/mixed body (RFC 2046) of one entity per
 entry, rendered into one `bytes`.
 

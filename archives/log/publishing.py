@@ -4,7 +4,8 @@ In one transaction each write locks the Feed row, takes `seq = last_seq + 1` and
 `updated = max(now, last_updated + 1µs)`, stores the record's new state, appends its
 Entry and advances the Feed's counters. Holding the lock until commit makes commit
 order equal seq order: once anyone has seen seq N, no entry below N can appear later,
-which is what lets the sealer freeze pages and consumers trust them (DESIGN.md).
+which is what lets the sealer freeze pages and consumers trust them
+(docs/how-it-works/invariants.md#the-write-path).
 """
 
 from __future__ import annotations
