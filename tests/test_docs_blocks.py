@@ -283,3 +283,28 @@ def test_the_health_check_table_covers_every_compose_service_as_it_is():
             assert f"`{command}`" in rows[name], f"{name}: the table does not say `{command}`"
         every = check["interval"].removesuffix("s")
         assert f"every {every} s" in rows[name], f"{name}: not every {every} s"
+
+
+# The compose override of docs/deploying/compose.md's "Secrets in files".
+
+def test_the_secrets_override_mounts_the_files_in_every_service_that_reads_them():
+    """With `SECRET_KEY_FILE` and `POSTGRES_PASSWORD_FILE` in .env, every service reading
+    .env must have both files mounted, or it stops at start; and db needs the password."""
+    text = (DOCS / "deploying" / "compose.md").read_text()
+    section = text[text.index("## Secrets in files"):text.index("## Scaling on one host")]
+    override = yaml.safe_load(re.search(r"```yaml\n(.*?)```", section, re.DOTALL).group(1))
+    env = re.findall(r"^(\w+)=(\S*)$", re.search(r"```sh\n(SECRET_KEY=.*?)```", section,
+                                                  re.DOTALL).group(1), re.MULTILINE)
+    files = {value.removeprefix("/run/secrets/") for name, value in env if value}
+    assert files == set(override["secrets"])
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    readers = {name for name, service in compose["services"].items()
+               if service.get("env_file") == ".env"}
+    assert readers, "no service reads .env"
+    for name in readers:
+        assert set(override["services"][name]["secrets"]) == files, name
+    assert override["services"]["db"]["secrets"] == ["postgres_password"]
+    assert set(override["services"]) <= set(compose["services"])
+    # The image's user, who must be able to read them (docs say uid 10001).
+    assert "useradd --system --uid 10001" in (ROOT / "Dockerfile").read_text()
+    assert "chown 10001:10001" in section
