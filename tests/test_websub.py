@@ -377,6 +377,13 @@ def test_the_command_runs_one_round(client, feed, callback):
     assert out.getvalue().strip() == "nothing to do"
 
 
+def test_the_command_run_once_says_so_and_no_round_interval(db, caplog):
+    with caplog.at_level("INFO", logger="archives"):
+        call_command("websub_worker", "--once", stdout=StringIO())
+    said = [r.getMessage() for r in caplog.records if "websub_worker" in r.getMessage()]
+    assert said == ["websub_worker: one round, then exit"]
+
+
 # PostgreSQL: workers at once, and waking on NOTIFY -------------------------------------
 
 @pytest.mark.postgres
