@@ -200,6 +200,34 @@ def test_a_non_ascii_callback_path_is_percent_encoded(client, feed, callback, wo
         assert call.query["q"] == "ü"
 
 
+# A worker killed after claiming ---------------------------------------------------------------
+
+def test_a_killed_workers_claim_lapses_after_what_it_claimed_could_take(
+        client, feed, callback, worker, settings, monkeypatch):
+    subscribe(client, f"{callback.url}/cb")
+    claimed_at = timezone.now()
+    assert len(hub_worker.claim(Subscription.objects.all())) == 1  # then the worker dies
+    lease = (Subscription.objects.get().claimed_until - claimed_at).total_seconds()
+    # One call's timeout and the margin, not the 160 s a batch of 1,000 may need.
+    assert lease < settings.FEEDPUB_WEBSUB_TIMEOUT + hub_worker.CLAIM_MARGIN_SECONDS + 2
+    assert worker.run_round().verified == 0  # still claimed: no other worker calls it
+    later = claimed_at + timedelta(seconds=lease + 1)
+    monkeypatch.setattr(hub_worker.timezone, "now", lambda: later)
+    assert worker.run_round().verified == 1
+    assert len(callback.verifications()) == 1
+
+
+def test_a_larger_claim_lasts_as_long_as_its_rounds_of_calls(client, feed, settings):
+    settings.FEEDPUB_WEBSUB_CONCURRENCY = 2
+    for n in range(5):
+        subscribe(client, f"http://127.0.0.1:9/cb{n}")
+    claimed_at = timezone.now()
+    assert len(hub_worker.claim(Subscription.objects.all())) == 5
+    (until,) = set(Subscription.objects.values_list("claimed_until", flat=True))
+    # 3 rounds of 2 calls, and one more: denials (a topic gone) go first, apart.
+    assert (until - claimed_at).total_seconds() >= 4 * settings.FEEDPUB_WEBSUB_TIMEOUT
+
+
 # Delivery order, renewal, backoff ------------------------------------------------------------
 
 def test_a_worker_holding_an_older_snapshot_sends_nothing_after_a_newer_one(
