@@ -66,7 +66,8 @@ def callback():
 
 def active_subscription(feed: Feed, callback_url: str, **fields) -> Subscription:
     """A verified subscriber, up to date with the feed: as the hub leaves one (also for
-    callbacks the hub would refuse now)."""
+    callbacks the hub would refuse now), with the hub's private-callback setting."""
+    fields.setdefault("allow_private_callback", hub.private_callbacks_allowed())
     version = hub_worker.Version.of(Feed.objects.get(pk=feed.pk))
     return Subscription.objects.create(
         feed=feed, format="atom", topic=TOPIC.replace("books", feed.slug),
@@ -144,9 +145,48 @@ def test_a_name_resolving_to_a_loopback_address_is_refused_when_connecting(
     assert worker.run_round().failed == 1
     assert not callback.calls
     assert "is not a public address" in Subscription.objects.get().last_error
+    # Allowed at the hub now: the subscriber's next request records it.
     settings.FEEDPUB_WEBSUB_ALLOW_PRIVATE_CALLBACKS = True
+    assert subscribe(client, f"http://localhost:{port}/cb").status_code == 202
+    assert worker.run_round().verified == 1
     make_due()
     assert worker.run_round().delivered == 1
+
+
+def test_the_worker_calls_as_the_hub_allowed_whatever_its_own_setting(client, feed, callback,
+                                                                      settings):
+    # Private callbacks allowed for the web service only: what its hub accepted, the
+    # worker calls (it used to refuse the verification, and the subscription was gone).
+    settings.FEEDPUB_WEBSUB_ALLOW_PRIVATE_CALLBACKS = True
+    assert subscribe(client, f"{callback.url}/cb").status_code == 202
+    settings.FEEDPUB_WEBSUB_ALLOW_PRIVATE_CALLBACKS = False  # the worker's environment
+    worker = Worker()
+    try:
+        assert worker.run_round().verified == 1
+        write(feed)
+        assert worker.run_round().delivered == 1
+        # Taken back at once, as docs/consuming/websub.md shows.
+        Subscription.objects.update(allow_private_callback=False)
+        write(feed, n=2)
+        assert worker.run_round().failed == 1
+    finally:
+        worker.close()
+    assert len(callback.deliveries()) == 1
+    assert "is not a public address" in Subscription.objects.get().last_error
+
+
+def test_a_callback_the_hub_took_as_public_only_stays_so_for_the_worker(client, feed, callback,
+                                                                        settings):
+    settings.FEEDPUB_WEBSUB_ALLOW_PRIVATE_CALLBACKS = False  # the web service's
+    port = callback.url.rsplit(":", 1)[1]
+    assert subscribe(client, f"http://localhost:{port}/cb").status_code == 202  # a name
+    settings.FEEDPUB_WEBSUB_ALLOW_PRIVATE_CALLBACKS = True  # the worker's environment
+    worker = Worker()
+    try:
+        assert worker.run_round().refused == 1
+    finally:
+        worker.close()
+    assert not callback.calls  # never connected to a private address
 
 
 # Callbacks that make the client fail in other ways ------------------------------------------

@@ -13,8 +13,9 @@ callback for the hub (archives/push/hub.py records the intents):
   callback answers 410 Gone;
 - subscriptions whose lease has run out are dropped.
 Callbacks are called only at public addresses (checked on each connection, after name
-resolution) unless FEEDPUB_WEBSUB_ALLOW_PRIVATE_CALLBACKS; whatever a callback answers (or
-fails to) is that call's failure, never the worker's.
+resolution) unless the hub recorded, when the subscriber asked, that private ones are allowed
+(FEEDPUB_WEBSUB_ALLOW_PRIVATE_CALLBACKS is the hub's, read in archives/push/hub.py only);
+whatever a callback answers (or fails to) is that call's failure, never the worker's.
 
 Correct by the database state alone: a round asks the database, in one query, which topics
 have a subscriber due whose delivered version is behind its feed's, so a missed wake-up
@@ -188,25 +189,33 @@ class RoundReport:
 
 class Worker:
     """Verifies intents and delivers changes; `run_round` does one pass over the database.
-    Every call to a callback goes through one aiohttp session on one event loop, kept for
-    the worker's life so that connections to callbacks are reused. (aiohttp, not httpx:
-    1,000 local POSTs took ~0.35 s with it against ~3 s with httpx, bench/websub.py.)"""
+    Every call to a callback goes through an aiohttp session on one event loop, kept for
+    the worker's life so that connections to callbacks are reused: one that connects to
+    public addresses only, and one for subscriptions the hub allowed private addresses.
+    (aiohttp, not httpx: 1,000 local POSTs took ~0.35 s with it against ~3 s with httpx,
+    bench/websub.py.)"""
 
     def __init__(self):
         check_settings()
         self.loop = asyncio.new_event_loop()
-        self.client = self.loop.run_until_complete(self._session())
+        self.public_client = self.loop.run_until_complete(self._session(public_socket))
+        self.any_client = self.loop.run_until_complete(self._session(None))
 
     @staticmethod
-    async def _session() -> aiohttp.ClientSession:
+    async def _session(socket_factory) -> aiohttp.ClientSession:
         return aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=settings.FEEDPUB_WEBSUB_CONCURRENCY,
-                                           socket_factory=public_socket),
+                                           socket_factory=socket_factory),
             timeout=aiohttp.ClientTimeout(total=settings.FEEDPUB_WEBSUB_TIMEOUT),
             headers={"User-Agent": f"feedpub WebSub hub ({atom.hub_url()})"})
 
+    def client(self, subscription: Subscription) -> aiohttp.ClientSession:
+        """The session that calls this subscriber: as the hub recorded when it asked."""
+        return self.any_client if subscription.allow_private_callback else self.public_client
+
     def close(self) -> None:
-        self.loop.run_until_complete(self.client.close())
+        for client in (self.public_client, self.any_client):
+            self.loop.run_until_complete(client.close())
         self.loop.close()
 
     def run_round(self, feed_ids: Iterable[int] | None = None, *,
@@ -308,8 +317,9 @@ class Worker:
         if not callback_allowed(subscription.callback):
             return False
         try:
-            async with self.client.get(with_query(subscription.callback, params),
-                                       allow_redirects=False) as response:
+            async with self.client(subscription).get(
+                    with_query(subscription.callback, params),
+                    allow_redirects=False) as response:
                 if not 200 <= response.status < 300:
                     return False
                 body = await read_at_most(response, len(challenge) + CHALLENGE_SLACK)
@@ -328,8 +338,8 @@ class Worker:
                       "hub.reason": "The topic no longer exists."}
             if callback_allowed(subscription.callback):
                 try:
-                    async with self.client.get(with_query(subscription.callback, params),
-                                               allow_redirects=False):
+                    async with self.client(subscription).get(
+                            with_query(subscription.callback, params), allow_redirects=False):
                         pass  # its answer changes nothing
                 except Exception as error:  # noqa: BLE001 - it is forgotten all the same
                     logger.info("denying %s: %r", subscription, error)
@@ -391,8 +401,9 @@ class Worker:
         if subscription.secret:
             headers["X-Hub-Signature"] = signature(subscription.secret, content.body)
         try:
-            async with self.client.post(URL(subscription.callback), data=content.body,
-                                        headers=headers, allow_redirects=False) as response:
+            async with self.client(subscription).post(
+                    URL(subscription.callback), data=content.body, headers=headers,
+                    allow_redirects=False) as response:
                 return response.status
         except Exception as error:  # noqa: BLE001 - whatever the callback does: a failure
             return f"{type(error).__name__}: {error}"[:300]
