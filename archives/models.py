@@ -372,6 +372,10 @@ class Subscription(models.Model):
     next_attempt_at = models.DateTimeField(default=timezone.now)
     last_error = models.CharField(max_length=300, blank=True)
     claimed_until = models.DateTimeField(null=True, blank=True)
+    # Whether the callback may be at a private address: the hub's
+    # FEEDPUB_WEBSUB_ALLOW_PRIVATE_CALLBACKS at the subscriber's latest request, which the
+    # worker keeps to (archives/push/hub.py), whatever its own settings.
+    allow_private_callback = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["topic", "callback"]

@@ -131,7 +131,8 @@ FEEDPUB_WEBSUB_CALLBACK_HOSTS = [
     h.strip() for h in (env("FEEDPUB_WEBSUB_CALLBACK_HOSTS", "*") or "").split(",") if h.strip()]
 # Whether callbacks at loopback, private, link-local, multicast or reserved addresses are
 # called (checked on each connection, after name resolution). Off: a public hub must not
-# be made to send requests into the network it runs in.
+# be made to send requests into the network it runs in. Read by the hub (web) for each
+# request and recorded with the subscription; the worker calls as recorded.
 FEEDPUB_WEBSUB_ALLOW_PRIVATE_CALLBACKS = envbool("FEEDPUB_WEBSUB_ALLOW_PRIVATE_CALLBACKS",
                                                  "false")
 # Subscription requests allowed per client address (as FEEDPUB_API_ANON_RATE; "off": none).

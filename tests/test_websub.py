@@ -9,6 +9,7 @@ import threading
 import time
 from datetime import timedelta
 from io import StringIO
+from urllib.parse import urlencode
 
 import pytest
 from django.core.cache import cache
@@ -133,6 +134,18 @@ def test_it_refuses_a_bad_request_with_400_and_the_reason(client, feed, fields, 
     assert response.status_code == 400
     assert response["Content-Type"].startswith("text/plain")
     assert reason in response.content.decode()
+    assert not Subscription.objects.exists()
+
+
+@pytest.mark.parametrize("name", hub.HUB_FIELDS)
+def test_a_repeated_hub_parameter_is_refused_with_400_naming_it(client, feed, name):
+    fields = {"hub.mode": "subscribe", "hub.topic": TOPIC, "hub.callback": "http://127.0.0.1:9/cb",
+              "hub.lease_seconds": "3600", "hub.secret": "s"}
+    second = {"hub.callback": "http://127.0.0.1:9/other"}.get(name, fields[name])
+    body = urlencode([*fields.items(), (name, second)])
+    response = client.post("/websub/", body, content_type="application/x-www-form-urlencoded")
+    assert response.status_code == 400
+    assert response.content.decode() == f"{name} is repeated: give each parameter once.\n"
     assert not Subscription.objects.exists()
 
 
@@ -375,6 +388,13 @@ def test_the_command_runs_one_round(client, feed, callback):
     out = StringIO()
     call_command("websub_worker", "--once", stdout=out)
     assert out.getvalue().strip() == "nothing to do"
+
+
+def test_the_command_run_once_says_so_and_no_round_interval(db, caplog):
+    with caplog.at_level("INFO", logger="archives"):
+        call_command("websub_worker", "--once", stdout=StringIO())
+    said = [r.getMessage() for r in caplog.records if "websub_worker" in r.getMessage()]
+    assert said == ["websub_worker: one round, then exit"]
 
 
 # PostgreSQL: workers at once, and waking on NOTIFY -------------------------------------

@@ -66,7 +66,8 @@ def callback():
 
 def active_subscription(feed: Feed, callback_url: str, **fields) -> Subscription:
     """A verified subscriber, up to date with the feed: as the hub leaves one (also for
-    callbacks the hub would refuse now)."""
+    callbacks the hub would refuse now), with the hub's private-callback setting."""
+    fields.setdefault("allow_private_callback", hub.private_callbacks_allowed())
     version = hub_worker.Version.of(Feed.objects.get(pk=feed.pk))
     return Subscription.objects.create(
         feed=feed, format="atom", topic=TOPIC.replace("books", feed.slug),
@@ -144,9 +145,48 @@ def test_a_name_resolving_to_a_loopback_address_is_refused_when_connecting(
     assert worker.run_round().failed == 1
     assert not callback.calls
     assert "is not a public address" in Subscription.objects.get().last_error
+    # Allowed at the hub now: the subscriber's next request records it.
     settings.FEEDPUB_WEBSUB_ALLOW_PRIVATE_CALLBACKS = True
+    assert subscribe(client, f"http://localhost:{port}/cb").status_code == 202
+    assert worker.run_round().verified == 1
     make_due()
     assert worker.run_round().delivered == 1
+
+
+def test_the_worker_calls_as_the_hub_allowed_whatever_its_own_setting(client, feed, callback,
+                                                                      settings):
+    # Private callbacks allowed for the web service only: what its hub accepted, the
+    # worker calls (it used to refuse the verification, and the subscription was gone).
+    settings.FEEDPUB_WEBSUB_ALLOW_PRIVATE_CALLBACKS = True
+    assert subscribe(client, f"{callback.url}/cb").status_code == 202
+    settings.FEEDPUB_WEBSUB_ALLOW_PRIVATE_CALLBACKS = False  # the worker's environment
+    worker = Worker()
+    try:
+        assert worker.run_round().verified == 1
+        write(feed)
+        assert worker.run_round().delivered == 1
+        # Taken back at once, as docs/consuming/websub.md shows.
+        Subscription.objects.update(allow_private_callback=False)
+        write(feed, n=2)
+        assert worker.run_round().failed == 1
+    finally:
+        worker.close()
+    assert len(callback.deliveries()) == 1
+    assert "is not a public address" in Subscription.objects.get().last_error
+
+
+def test_a_callback_the_hub_took_as_public_only_stays_so_for_the_worker(client, feed, callback,
+                                                                        settings):
+    settings.FEEDPUB_WEBSUB_ALLOW_PRIVATE_CALLBACKS = False  # the web service's
+    port = callback.url.rsplit(":", 1)[1]
+    assert subscribe(client, f"http://localhost:{port}/cb").status_code == 202  # a name
+    settings.FEEDPUB_WEBSUB_ALLOW_PRIVATE_CALLBACKS = True  # the worker's environment
+    worker = Worker()
+    try:
+        assert worker.run_round().refused == 1
+    finally:
+        worker.close()
+    assert not callback.calls  # never connected to a private address
 
 
 # Callbacks that make the client fail in other ways ------------------------------------------
@@ -198,6 +238,34 @@ def test_a_non_ascii_callback_path_is_percent_encoded(client, feed, callback, wo
     for call in (callback.verifications()[0], callback.deliveries()[0]):
         assert call.path == "/caf%C3%A9"
         assert call.query["q"] == "ü"
+
+
+# A worker killed after claiming ---------------------------------------------------------------
+
+def test_a_killed_workers_claim_lapses_after_what_it_claimed_could_take(
+        client, feed, callback, worker, settings, monkeypatch):
+    subscribe(client, f"{callback.url}/cb")
+    claimed_at = timezone.now()
+    assert len(hub_worker.claim(Subscription.objects.all())) == 1  # then the worker dies
+    lease = (Subscription.objects.get().claimed_until - claimed_at).total_seconds()
+    # One call's timeout and the margin, not the 160 s a batch of 1,000 may need.
+    assert lease < settings.FEEDPUB_WEBSUB_TIMEOUT + hub_worker.CLAIM_MARGIN_SECONDS + 2
+    assert worker.run_round().verified == 0  # still claimed: no other worker calls it
+    later = claimed_at + timedelta(seconds=lease + 1)
+    monkeypatch.setattr(hub_worker.timezone, "now", lambda: later)
+    assert worker.run_round().verified == 1
+    assert len(callback.verifications()) == 1
+
+
+def test_a_larger_claim_lasts_as_long_as_its_rounds_of_calls(client, feed, settings):
+    settings.FEEDPUB_WEBSUB_CONCURRENCY = 2
+    for n in range(5):
+        subscribe(client, f"http://127.0.0.1:9/cb{n}")
+    claimed_at = timezone.now()
+    assert len(hub_worker.claim(Subscription.objects.all())) == 5
+    (until,) = set(Subscription.objects.values_list("claimed_until", flat=True))
+    # 3 rounds of 2 calls, and one more: denials (a topic gone) go first, apart.
+    assert (until - claimed_at).total_seconds() >= 4 * settings.FEEDPUB_WEBSUB_TIMEOUT
 
 
 # Delivery order, renewal, backoff ------------------------------------------------------------

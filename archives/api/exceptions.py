@@ -122,14 +122,15 @@ def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
     if not _is_api(request):
         return defaults.bad_request(request, exception)
     if isinstance(exception, RequestDataTooBig):  # request.body read outside the parser
-        return _json(status.HTTP_413_REQUEST_ENTITY_TOO_LARGE, "The request body is too large.")
-    return _json(status.HTTP_400_BAD_REQUEST, "Bad request.")
+        return json_error(status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+                          "The request body is too large.")
+    return json_error(status.HTTP_400_BAD_REQUEST, "Bad request.")
 
 
 def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     if not _is_api(request):
         return defaults.page_not_found(request, exception)
-    return _json(status.HTTP_404_NOT_FOUND, "Not found: no such API endpoint.")
+    return json_error(status.HTTP_404_NOT_FOUND, "Not found: no such API endpoint.")
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
@@ -138,14 +139,19 @@ def server_error(request: HttpRequest) -> HttpResponse:
     if not _is_api(request):
         return defaults.server_error(request)
     if isinstance(sys.exc_info()[1], DATABASE_DOWN):
-        return _json(ServiceUnavailable.status_code, str(ServiceUnavailable.default_detail),
-                     headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
-    return _json(status.HTTP_500_INTERNAL_SERVER_ERROR, "Internal server error; it was logged.")
+        return json_error(ServiceUnavailable.status_code,
+                          str(ServiceUnavailable.default_detail),
+                          headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
+    return json_error(status.HTTP_500_INTERNAL_SERVER_ERROR,
+                      "Internal server error; it was logged.")
 
 
 def _is_api(request: HttpRequest) -> bool:
     return request.path_info.startswith(API_PREFIX)
 
 
-def _json(status_code: int, detail: str, headers: dict[str, str] | None = None) -> JsonResponse:
+def json_error(status_code: int, detail: str,
+               headers: dict[str, str] | None = None) -> JsonResponse:
+    """An error answered in JSON outside DRF (here, and by the document URLs that serve
+    JSON: archives/serving/negotiation.py), in the shape DRF's answers are given."""
     return JsonResponse({"detail": detail}, status=status_code, headers=headers)

@@ -11,6 +11,9 @@ The hub's view only checks a request (`record_request`: 400 with the reason, els
 records the intent; each client address may make FEEDPUB_WEBSUB_RATE of them (429 beyond).
 Every call to a callback is the worker's (archives/push/worker.py). Callbacks are checked
 here when requested and again, after name resolution, on each connection the worker makes.
+Whether private addresses may be called (FEEDPUB_WEBSUB_ALLOW_PRIVATE_CALLBACKS) is read
+here only, when a subscriber asks, and recorded with its subscription: the worker calls it
+as the hub promised, whatever the worker's own environment says.
 """
 
 from __future__ import annotations
@@ -131,6 +134,12 @@ def throttled(request: HttpRequest) -> int | None:
 def record_request(data: QueryDict) -> Subscription:
     """Check a subscription request (hub.mode, hub.topic, hub.callback, hub.lease_seconds,
     hub.secret) and record it for the worker to verify. Raises HubRequestError."""
+    # A parameter given twice is refused, not resolved (the last would win unseen), as
+    # the OAI-PMH endpoint refuses a repeated argument.
+    repeated = [name for name in HUB_FIELDS if len(data.getlist(name)) > 1]
+    if repeated:
+        raise HubRequestError(f"{', '.join(repeated)} {'is' if len(repeated) == 1 else 'are'} "
+                              f"repeated: give each parameter once.")
     for name in HUB_FIELDS:
         if CONTROL_CHARACTERS.search(data.get(name, "")):
             raise HubRequestError(f"{name} must not contain control characters.")
@@ -154,8 +163,10 @@ def record_request(data: QueryDict) -> Subscription:
         subscription.intent, subscription.intent_topic = mode, named_topic
         subscription.intent_secret, subscription.intent_lease_seconds = secret, lease
         subscription.intent_at = timezone.now()
+        subscription.allow_private_callback = private_callbacks_allowed()
         subscription.save(update_fields=["feed", "format", "expires_at", "intent", "intent_topic",
-                                         "intent_secret", "intent_lease_seconds", "intent_at"])
+                                         "intent_secret", "intent_lease_seconds", "intent_at",
+                                         "allow_private_callback"])
         announce(INTENTS_CHANNEL, subscription.pk)
     return subscription
 
@@ -177,7 +188,7 @@ def clean_callback(url: str) -> str:
     if not callback_allowed(url):
         raise HubRequestError(f"This hub does not call back {host!r} "
                               f"(hosts it calls: FEEDPUB_WEBSUB_CALLBACK_HOSTS).")
-    if not address_allowed(host, literal_only=True):
+    if not private_callbacks_allowed() and not is_public(host, literal_only=True):
         raise HubRequestError(f"This hub does not call back {host!r}: not a public address "
                               f"(FEEDPUB_WEBSUB_ALLOW_PRIVATE_CALLBACKS).")
     return url
@@ -194,12 +205,16 @@ def callback_allowed(url: str) -> bool:
     return bool(host) and validate_host(host, settings.FEEDPUB_WEBSUB_CALLBACK_HOSTS)
 
 
-def address_allowed(host: str, *, literal_only: bool = False) -> bool:
-    """Whether the hub may connect to `host`, an IP address: a public one, or any when
-    FEEDPUB_WEBSUB_ALLOW_PRIVATE_CALLBACKS. With `literal_only`, a name passes (its
-    addresses are checked when it is connected to)."""
-    if settings.FEEDPUB_WEBSUB_ALLOW_PRIVATE_CALLBACKS:
-        return True
+def private_callbacks_allowed() -> bool:
+    """FEEDPUB_WEBSUB_ALLOW_PRIVATE_CALLBACKS, as the hub reads it for each request and
+    records it with the subscription (`Subscription.allow_private_callback`): one process's
+    setting, so a worker configured otherwise never refuses what the hub accepted."""
+    return settings.FEEDPUB_WEBSUB_ALLOW_PRIVATE_CALLBACKS
+
+
+def is_public(host: str, *, literal_only: bool = False) -> bool:
+    """Whether `host`, an IP address, is a public one. With `literal_only`, a name passes
+    (its addresses are checked when it is connected to)."""
     try:
         address = ipaddress.ip_address(host.split("%", 1)[0])  # an IPv6 scope is no part
     except ValueError:
@@ -212,11 +227,12 @@ def address_allowed(host: str, *, literal_only: bool = False) -> bool:
 
 
 def public_socket(addr_info) -> socket.socket:
-    """aiohttp's socket factory: called for each address a callback's name resolved to,
-    right before connecting, so a name that resolves (or rebinds) to a private address
-    is refused as well as a literal one."""
+    """aiohttp's socket factory for the callbacks of subscriptions that may not be called
+    at private addresses: called for each address a callback's name resolved to, right
+    before connecting, so a name that resolves (or rebinds) to a private address is
+    refused as well as a literal one."""
     family, type_, proto, _, address = addr_info
-    if not address_allowed(address[0]):
+    if not is_public(address[0]):
         raise OSError(errno.EACCES, f"{address[0]} is not a public address "
                                     f"(FEEDPUB_WEBSUB_ALLOW_PRIVATE_CALLBACKS)")
     return socket.socket(family=family, type=type_, proto=proto)

@@ -13,8 +13,9 @@ callback for the hub (archives/push/hub.py records the intents):
   callback answers 410 Gone;
 - subscriptions whose lease has run out are dropped.
 Callbacks are called only at public addresses (checked on each connection, after name
-resolution) unless FEEDPUB_WEBSUB_ALLOW_PRIVATE_CALLBACKS; whatever a callback answers (or
-fails to) is that call's failure, never the worker's.
+resolution) unless the hub recorded, when the subscriber asked, that private ones are allowed
+(FEEDPUB_WEBSUB_ALLOW_PRIVATE_CALLBACKS is the hub's, read in archives/push/hub.py only);
+whatever a callback answers (or fails to) is that call's failure, never the worker's.
 
 Correct by the database state alone: a round asks the database, in one query, which topics
 have a subscriber due whose delivered version is behind its feed's, so a missed wake-up
@@ -33,6 +34,7 @@ import asyncio
 import hashlib
 import hmac
 import logging
+import math
 import re
 import secrets
 import time
@@ -74,15 +76,24 @@ CHALLENGE_SLACK = 1024
 # write path, archives/db/heads.py), the hub announces a new intent (INTENTS_CHANNEL).
 CHANGES_CHANNEL = heads.CHANNEL
 
-# Subscriptions a worker claims at once, and for how long: longer than a batch can take
-# (CONCURRENCY callbacks at a time, each within the timeout), after which a crashed
-# worker's claims lapse and another worker calls those callbacks.
+# Subscriptions a worker claims at once.
 BATCH = 1000
+# A claim's margin beyond its calls: the round's own queries, and for each subscription
+# its outcome written (a new subscriber's content read: ~20 ms each on PostgreSQL on a
+# busy 2-core machine, 1,000 verifications at once).
+CLAIM_MARGIN_SECONDS = 10
+CLAIM_MARGIN_EACH = 0.05
 
 
-def claim_seconds() -> int:
-    rounds = -(-BATCH // settings.FEEDPUB_WEBSUB_CONCURRENCY)
-    return 2 * rounds * settings.FEEDPUB_WEBSUB_TIMEOUT + 60
+def claim_seconds(count: int) -> int:
+    """How long a claim of `count` subscriptions lasts: longer than calling them can take,
+    after which a crashed worker's claims lapse and another worker calls those callbacks.
+    Each is called once (denied, verified or delivered to), CONCURRENCY at a time, each
+    call within the timeout; the denials go first, in rounds of their own, so a batch may
+    need one round more than its size asks."""
+    rounds = -(-count // settings.FEEDPUB_WEBSUB_CONCURRENCY) + (count > 1)
+    return math.ceil(rounds * settings.FEEDPUB_WEBSUB_TIMEOUT + CLAIM_MARGIN_SECONDS
+                     + count * CLAIM_MARGIN_EACH)
 
 
 def check_settings() -> None:
@@ -178,25 +189,33 @@ class RoundReport:
 
 class Worker:
     """Verifies intents and delivers changes; `run_round` does one pass over the database.
-    Every call to a callback goes through one aiohttp session on one event loop, kept for
-    the worker's life so that connections to callbacks are reused. (aiohttp, not httpx:
-    1,000 local POSTs took ~0.35 s with it against ~3 s with httpx, bench/websub.py.)"""
+    Every call to a callback goes through an aiohttp session on one event loop, kept for
+    the worker's life so that connections to callbacks are reused: one that connects to
+    public addresses only, and one for subscriptions the hub allowed private addresses.
+    (aiohttp, not httpx: 1,000 local POSTs took ~0.35 s with it against ~3 s with httpx,
+    bench/websub.py.)"""
 
     def __init__(self):
         check_settings()
         self.loop = asyncio.new_event_loop()
-        self.client = self.loop.run_until_complete(self._session())
+        self.public_client = self.loop.run_until_complete(self._session(public_socket))
+        self.any_client = self.loop.run_until_complete(self._session(None))
 
     @staticmethod
-    async def _session() -> aiohttp.ClientSession:
+    async def _session(socket_factory) -> aiohttp.ClientSession:
         return aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=settings.FEEDPUB_WEBSUB_CONCURRENCY,
-                                           socket_factory=public_socket),
+                                           socket_factory=socket_factory),
             timeout=aiohttp.ClientTimeout(total=settings.FEEDPUB_WEBSUB_TIMEOUT),
             headers={"User-Agent": f"feedpub WebSub hub ({atom.hub_url()})"})
 
+    def client(self, subscription: Subscription) -> aiohttp.ClientSession:
+        """The session that calls this subscriber: as the hub recorded when it asked."""
+        return self.any_client if subscription.allow_private_callback else self.public_client
+
     def close(self) -> None:
-        self.loop.run_until_complete(self.client.close())
+        for client in (self.public_client, self.any_client):
+            self.loop.run_until_complete(client.close())
         self.loop.close()
 
     def run_round(self, feed_ids: Iterable[int] | None = None, *,
@@ -298,8 +317,9 @@ class Worker:
         if not callback_allowed(subscription.callback):
             return False
         try:
-            async with self.client.get(with_query(subscription.callback, params),
-                                       allow_redirects=False) as response:
+            async with self.client(subscription).get(
+                    with_query(subscription.callback, params),
+                    allow_redirects=False) as response:
                 if not 200 <= response.status < 300:
                     return False
                 body = await read_at_most(response, len(challenge) + CHALLENGE_SLACK)
@@ -318,8 +338,8 @@ class Worker:
                       "hub.reason": "The topic no longer exists."}
             if callback_allowed(subscription.callback):
                 try:
-                    async with self.client.get(with_query(subscription.callback, params),
-                                               allow_redirects=False):
+                    async with self.client(subscription).get(
+                            with_query(subscription.callback, params), allow_redirects=False):
                         pass  # its answer changes nothing
                 except Exception as error:  # noqa: BLE001 - it is forgotten all the same
                     logger.info("denying %s: %r", subscription, error)
@@ -381,8 +401,9 @@ class Worker:
         if subscription.secret:
             headers["X-Hub-Signature"] = signature(subscription.secret, content.body)
         try:
-            async with self.client.post(URL(subscription.callback), data=content.body,
-                                        headers=headers, allow_redirects=False) as response:
+            async with self.client(subscription).post(
+                    URL(subscription.callback), data=content.body, headers=headers,
+                    allow_redirects=False) as response:
                 return response.status
         except Exception as error:  # noqa: BLE001 - whatever the callback does: a failure
             return f"{type(error).__name__}: {error}"[:300]
@@ -427,7 +448,7 @@ def claim(queryset) -> list[Subscription]:
         claimed = list(queryset.filter(unclaimed(now)).order_by("pk")
                        .select_for_update(skip_locked=True)[:BATCH])
         Subscription.objects.filter(pk__in=[s.pk for s in claimed]).update(
-            claimed_until=now + timedelta(seconds=claim_seconds()))
+            claimed_until=now + timedelta(seconds=claim_seconds(len(claimed))))
     return claimed
 
 

@@ -8,6 +8,9 @@ HTML, application/json for JSON (where the URL offers it). Browsers name text/ht
 feed readers name Atom or XML first, or send `*/*`, `text/*` or no Accept at all, and keep
 getting Atom.
 
+Errors are answered in the format chosen: JSON (`{"detail": "..."}`, the API's error shape)
+to a request for JSON, plain text (or the site's 404 page) to the others.
+
 Django's `request.accepted_types` is not used for the choice: it ranks ties by specificity
 (`*/*, text/html` would put text/html first), where we go by the order the client wrote.
 """
@@ -17,9 +20,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import wraps
 
-from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.http import Http404, HttpRequest, HttpResponse
 from django.http.request import MediaType
 from django.utils.cache import patch_vary_headers
+
+from archives.api.exceptions import json_error
 
 # The formats an Accept header can choose, by their media types.
 FORMATS = {"text/html": "html", "application/xhtml+xml": "html", "application/json": "json"}
@@ -52,19 +57,33 @@ def chosen_format(request: HttpRequest, offered: tuple[str, ...]) -> str | None:
     return preferred_format(request.headers.get("Accept", ""), offered)
 
 
+def error_response(format: str | None, status: int, message: str) -> HttpResponse:
+    """An error in the format chosen: JSON in the API's error shape, else plain text."""
+    if format == "json":
+        return json_error(status, message)
+    return HttpResponse(message, status=status, content_type="text/plain")
+
+
 def negotiated(*offered: str) -> Callable:
-    """Pass the view the chosen format (`format=`), answer 400 to an unknown `?format=`,
-    and mark every answer `Vary: Accept`: caches must keep browsers' and feed readers'
-    copies apart."""
+    """Pass the view the chosen format (`format=`), answer 400 to an unknown `?format=`
+    (in JSON when the Accept header prefers it), answer a request for JSON that the view
+    finds nothing for with a JSON 404, and mark every answer `Vary: Accept`: caches must
+    keep browsers' and feed readers' copies apart."""
     def decorate(view: Callable) -> Callable:
         @wraps(view)
         def negotiating(request: HttpRequest, *args, **kwargs) -> HttpResponse:
             try:
                 chosen = chosen_format(request, offered)
             except UnknownFormat as error:
-                response = HttpResponseBadRequest(str(error), content_type="text/plain")
+                accepted = preferred_format(request.headers.get("Accept", ""), offered)
+                response = error_response(accepted, 400, str(error))
             else:
-                response = view(request, *args, format=chosen, **kwargs)
+                try:
+                    response = view(request, *args, format=chosen, **kwargs)
+                except Http404 as error:
+                    if chosen != "json":
+                        raise  # the site's page (templates/404.html)
+                    response = error_response(chosen, 404, str(error))
             patch_vary_headers(response, ["Accept"])
             return response
         return negotiating

@@ -53,7 +53,7 @@ from archives.models import ArchivePage, Feed, Record, Snapshot, SnapshotPage
 from archives.push import hub
 from archives.validation import clean_key
 
-from .negotiation import negotiated
+from .negotiation import error_response, negotiated
 
 MAX_PAGE_NUMBER = 2**31 - 1  # the column's range: no page can have a larger number
 
@@ -199,7 +199,7 @@ def record(request: HttpRequest, slug: str, key: str, format: str | None) -> Htt
                                     headers={"Cache-Control": page.cache_control()})
         return serve(request, page)
     if document.record.is_deleted:
-        return HttpResponseGone(f"Record {key!r} was deleted.", content_type="text/plain")
+        return error_response(format, 410, f"Record {key!r} was deleted.")
     return serve(request, document.as_json() if format == "json" else document)
 
 

@@ -33,10 +33,11 @@ class Command(BaseCommand):
         # wait ends at once, and the command exits 0.
         try:
             with GracefulStop() as stop:
-                logger.info("websub_worker: running, a full round every %s s", poll)
                 if once:
+                    logger.info("websub_worker: one round, then exit")
                     self.report(worker.run_round())
                 else:
+                    logger.info("websub_worker: running, a full round every %s s", poll)
                     worker.run(poll_seconds=poll, on_round=self.report, stop=stop,
                                idle=stop.idle)
         finally:
