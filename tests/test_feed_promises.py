@@ -11,7 +11,9 @@ import pytest
 import requests
 from django.contrib.auth.models import Permission, User
 from django.core.management import CommandError, call_command
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
+from django.db.migrations.executor import MigrationExecutor
+from django.db.migrations.loader import MigrationLoader
 from lxml import html
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
@@ -224,3 +226,29 @@ def test_a_consumer_from_the_snapshot_ends_with_exactly_the_live_records(live_se
     assert {r["id"]: r["record"]["title"] for r in result.records} == urls
     assert all(requests.get(url, timeout=10).status_code == 200 for url in urls)
     refusal(renamed)
+
+
+# The migration that adds the constraint
+
+
+def test_the_migration_stops_naming_slugs_differing_only_in_case(transactional_db):
+    graph = MigrationLoader(connection).graph
+    mine = next(key for key in graph.nodes if key[1].endswith("_feed_slug_unique_ignoring_case"))
+    # The migration before it, whatever it is named once branches are chained.
+    before = [parent.key for parent in graph.node_map[mine].parents
+              if parent.key[0] == "archives"]
+    MigrationExecutor(connection).migrate(before)
+    try:
+        old = MigrationExecutor(connection).loader.project_state(before).apps
+        for slug in ("race", "Race", "films"):
+            old.get_model("archives", "Feed").objects.create(slug=slug, title="t")
+
+        with pytest.raises(CommandError, match=r"only in case: 'Race' \(no entry\), 'race' "
+                                               r"\(no entry\)\. Rename or delete"):
+            MigrationExecutor(connection).migrate([mine])
+        old.get_model("archives", "Feed").objects.filter(slug="Race").delete()
+        MigrationExecutor(connection).migrate([mine])
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes())
+    assert list(Feed.objects.values_list("slug", flat=True)) == ["films", "race"]

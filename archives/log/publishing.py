@@ -511,8 +511,9 @@ def check_slug(slug: Any, *, feed: Feed | None = None) -> None:
         others = others.exclude(pk=feed.pk)
     taken = others.values_list("slug", flat=True).first()
     if taken is not None:
-        how = "" if taken == slug else f" (as {taken!r}: slugs are unique whatever their case)"
-        raise ValidationError({"slug": [f"The feed {taken!r} has this slug{how}; choose "
+        how = ("already" if taken == slug else
+               "in another case (slugs are unique whatever their case)")
+        raise ValidationError({"slug": [f"The feed {taken!r} has this slug {how}; choose "
                                         "another."]}, code="unique")
 
 

@@ -8,9 +8,14 @@ admin, the API); one with entries keeps its slug by rule, so two of those can on
 apart by renaming one in the database by hand, which moves every URL of its records and
 pages (consumers and OAI-PMH harvesters keep the old ones): decide that knowingly."""
 
+from django.core.management import CommandError
 from django.db import migrations, models
 from django.db.models import Count
 from django.db.models.functions import Lower
+
+
+def _entries(count: int) -> str:
+    return "no entry" if count == 0 else f"{count} {'entry' if count == 1 else 'entries'}"
 
 
 def refuse_colliding_slugs(apps, schema_editor):
@@ -22,9 +27,10 @@ def refuse_colliding_slugs(apps, schema_editor):
     for name in folded:
         feeds = (Feed.objects.using(schema_editor.connection.alias)
                  .alias(folded=Lower("slug")).filter(folded=name).order_by("slug"))
-        groups.append(", ".join(f"{feed.slug!r} ({feed.last_seq} entries)" for feed in feeds))
+        groups.append(", ".join(f"{feed.slug!r} ({_entries(feed.last_seq)})" for feed in feeds))
     if groups:
-        raise RuntimeError(
+        # A CommandError: `migrate` prints it alone, without a traceback to read through.
+        raise CommandError(
             "Feeds whose slugs differ only in case: " + "; ".join(groups) + ". Rename or "
             "delete the ones with no entry (admin or API) so that no two are left, then "
             "migrate again; see this migration's docstring if two have entries.")
