@@ -272,12 +272,26 @@ class FeedAdmin(admin.ModelAdmin):
         publishing.delete_feed(feed=obj)
 
     def delete_queryset(self, request, queryset):
+        deleted, kept = 0, []
         for feed in queryset:
             try:
                 self.delete_model(request, feed)
-            except publishing.FeedPromised as refusal:  # an entry since the confirmation
-                self.message_user(request, f"{feed} was not deleted: "
-                                           f"{' '.join(refusal.messages)}", messages.ERROR)
+                deleted += 1
+            except publishing.FeedPromised:  # its first entry came since the confirmation
+                kept.append(str(feed))
+        if kept:
+            # Said here, and delete_selected's "Successfully deleted" (which counts them)
+            # dropped by message_user.
+            request.feedpub_kept = kept
+            self.message_user(request, f"Not deleted: {', '.join(kept)}. "
+                                       f"{publishing.UNDELETABLE}", messages.ERROR)
+            if deleted:
+                self.message_user(request, f"Deleted {_count(deleted, 'feed', 'feeds')}.")
+
+    def message_user(self, request, message, level=messages.INFO, *args, **kwargs):
+        if getattr(request, "feedpub_kept", None) and level == messages.SUCCESS:
+            return
+        super().message_user(request, message, level, *args, **kwargs)
 
     def get_deleted_objects(self, objs, request):
         # A feed with entries is "protected" by its promises (publishing.delete_feed says

@@ -252,3 +252,40 @@ def test_the_migration_stops_naming_slugs_differing_only_in_case(transactional_d
         executor = MigrationExecutor(connection)
         executor.migrate(executor.loader.graph.leaf_nodes())
     assert list(Feed.objects.values_list("slug", flat=True)) == ["films", "race"]
+
+
+@pytest.fixture
+def first_entry_meanwhile(monkeypatch):
+    """The first entry of `books` comes after the admin's checks, just before its delete."""
+    delete_feed = publishing.delete_feed
+
+    def entry_first(*, feed):
+        if feed.slug == "books":
+            publishing.put_record(feed=feed, key="k1", data=record_data(1))
+        delete_feed(feed=feed)
+
+    monkeypatch.setattr(publishing, "delete_feed", entry_first)
+
+
+@pytest.mark.usefixtures("first_entry_meanwhile")
+def test_the_admin_says_why_when_an_entry_came_after_the_delete_was_confirmed(admin, feed):
+    response = admin.post(f"/admin/archives/feed/{feed.pk}/delete/", {"post": "yes"},
+                          follow=True)
+
+    shown = html.fromstring(response.content).xpath("//ul[@class='messagelist']/li/text()")
+    assert response.status_code == 200
+    assert shown == [publishing.UNDELETABLE]
+    assert Feed.objects.filter(pk=feed.pk).exists()
+
+
+@pytest.mark.usefixtures("first_entry_meanwhile")
+def test_the_admin_bulk_delete_says_which_feeds_it_kept(admin, feed):
+    empty = FeedFactory(slug="empty")
+    response = admin.post("/admin/archives/feed/", {
+        "action": "delete_selected", "_selected_action": [feed.pk, empty.pk], "post": "yes"},
+        follow=True)
+
+    shown = html.fromstring(response.content).xpath("//ul[@class='messagelist']/li/text()")
+    assert response.status_code == 200
+    assert shown == [f"Not deleted: books. {publishing.UNDELETABLE}", "Deleted 1 feed."]
+    assert list(Feed.objects.values_list("slug", flat=True)) == ["books"]
