@@ -138,6 +138,21 @@ def test_a_rename_to_a_slug_differing_only_in_case_is_refused(api, feed):
     assert sorted(Feed.objects.values_list("slug", flat=True)) == ["Films", "books"]
 
 
+def test_a_slug_another_writer_took_meanwhile_is_refused_naming_it(api, monkeypatch):
+    full_clean = Feed.full_clean
+
+    def other_writer_after_the_checks(self, *args, **kwargs):
+        full_clean(self, *args, **kwargs)
+        if self.pk is None and not Feed.objects.exists():
+            Feed.objects.create(slug="race", title="Race")
+
+    monkeypatch.setattr(Feed, "full_clean", other_writer_after_the_checks)
+    body = refusal(api.post("/api/feeds/", {"slug": "Race", "title": "t"}, format="json"), 400)
+
+    assert "'race'" in body["errors"]["slug"][0]
+    assert list(Feed.objects.values_list("slug", flat=True)) == ["race"]
+
+
 def test_the_database_refuses_slugs_differing_only_in_case(feed):
     with pytest.raises(IntegrityError), transaction.atomic():
         Feed.objects.create(slug="BOOKS", title="Bypassing the write path")
