@@ -131,6 +131,15 @@ class FeedForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         _server_counts_lengths(self)
 
+    def clean_slug(self):
+        # The write path's rule (unique whatever the case), naming the feed that has it.
+        slug = self.cleaned_data["slug"]
+        try:
+            publishing.check_slug(slug, feed=self.instance)
+        except ValidationError as error:
+            raise ValidationError(error.message_dict["slug"]) from None
+        return slug
+
     def clean(self):
         cleaned = super().clean()
         try:
@@ -225,7 +234,7 @@ class FeedAdmin(admin.ModelAdmin):
     def get_readonly_fields(self, request, obj=None):
         if obj is None:
             return []  # nothing to show yet (a uuid here would not be the one saved)
-        # Archive URIs and page ranges are promised forever (Feed.frozen_fields).
+        # Fixed from the feed's first entry (Feed.frozen_fields).
         return [*self.readonly_fields, *obj.frozen_fields]
 
     def render_change_form(self, request, context, add=False, change=False, form_url="",
@@ -234,11 +243,12 @@ class FeedAdmin(admin.ModelAdmin):
         feed = context.get("original")
         context["frozen"] = [(Feed._meta.get_field(name).verbose_name, publishing.FROZEN[name])
                              for name in (feed.frozen_fields if feed else [])]
-        context["undeletable"] = bool(feed and feed.sealed_pages)
+        context["undeletable"] = (publishing.UNDELETABLE if feed and not feed.deletable
+                                  else "")
         return super().render_change_form(request, context, add, change, form_url, obj)
 
     def has_delete_permission(self, request, obj=None):
-        return super().has_delete_permission(request, obj) and not (obj and obj.sealed_pages)
+        return super().has_delete_permission(request, obj) and (obj is None or obj.deletable)
 
     def save_model(self, request, obj, form, change):
         fields = {name: form.cleaned_data[name] for name in form.changed_data}
@@ -250,24 +260,47 @@ class FeedAdmin(admin.ModelAdmin):
                                               if name in form.cleaned_data})
         obj.__dict__.update(saved.__dict__)
 
+    def delete_view(self, request, object_id, extra_context=None):
+        try:
+            return super().delete_view(request, object_id, extra_context)
+        except publishing.FeedPromised as refusal:
+            # Its first entry came after the confirmation page was shown: nothing deleted.
+            self.message_user(request, " ".join(refusal.messages), messages.ERROR)
+            return HttpResponseRedirect(reverse("admin:archives_feed_change", args=[object_id]))
+
     def delete_model(self, request, obj):
         publishing.delete_feed(feed=obj)
 
     def delete_queryset(self, request, queryset):
+        deleted, kept = 0, []
         for feed in queryset:
-            self.delete_model(request, feed)
+            try:
+                self.delete_model(request, feed)
+                deleted += 1
+            except publishing.FeedPromised:  # its first entry came since the confirmation
+                kept.append(str(feed))
+        if kept:
+            # Said here, and delete_selected's "Successfully deleted" (which counts them)
+            # dropped by message_user.
+            request.feedpub_kept = kept
+            self.message_user(request, f"Not deleted: {', '.join(kept)}. "
+                                       f"{publishing.UNDELETABLE}", messages.ERROR)
+            if deleted:
+                self.message_user(request, f"Deleted {_count(deleted, 'feed', 'feeds')}.")
+
+    def message_user(self, request, message, level=messages.INFO, *args, **kwargs):
+        if getattr(request, "feedpub_kept", None) and level == messages.SUCCESS:
+            return
+        super().message_user(request, message, level, *args, **kwargs)
 
     def get_deleted_objects(self, objs, request):
-        # The feed's records and entries go with it (publishing.delete_feed); Django's
-        # collector would call them "protected" and the entry admin is read-only.
+        # A feed with entries is "protected" by its promises (publishing.delete_feed says
+        # why); one without has nothing of its own but empty snapshots, which go with it.
         feeds = list(objs)
-        if any(feed.sealed_pages for feed in feeds):
-            return [str(feed) for feed in feeds], {}, set(), [
-                f"{feed} has sealed archive pages" for feed in feeds if feed.sealed_pages]
-        counts = {"feeds": len(feeds),
-                  "records": Record.objects.filter(feed__in=feeds).count(),
-                  "entries": Entry.objects.filter(feed__in=feeds).count()}
-        return [str(feed) for feed in feeds], counts, set(), []
+        kept = [f"{feed}: {publishing.UNDELETABLE}"
+                for feed in feeds if not feed.deletable]
+        counts = {} if kept else {"feeds": len(feeds)}
+        return [str(feed) for feed in feeds], counts, set(), kept
 
     @admin.action(description="Seal full pages now", permissions=["change"])
     def seal_now(self, request, queryset):

@@ -11,7 +11,7 @@ import uuid
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
-from django.db.models.functions import Cast
+from django.db.models.functions import Cast, Lower
 from django.urls import reverse
 from django.utils import timezone
 
@@ -40,8 +40,18 @@ NEEDS_SEALING = ("last_seq__gte",
                  (Cast("sealed_pages", models.BigIntegerField()) + 1) * models.F("page_size"))
 
 
+# Fixed once a feed has an entry (Feed.frozen_fields).
+FROZEN_FIELDS = ("slug", "page_size")
+
+
 class Feed(models.Model):
-    slug = models.SlugField(max_length=100, unique=True)
+    # Unique ignoring case too (the `feed_slug_unique_ignoring_case` constraint): kept as
+    # given, but `race` and `Race` would be one folder of exported pages on storage that
+    # ignores case, and one feed to a person reading them.
+    slug = models.SlugField(
+        max_length=100, unique=True,
+        help_text="The feed's URL name (letters, digits, - and _; unique whatever the case); "
+                  "fixed once the feed has an entry.")
     uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     title = models.CharField(max_length=300)
     subtitle = models.CharField(max_length=1000, blank=True)
@@ -79,6 +89,13 @@ class Feed(models.Model):
             models.Index(fields=["id"], condition=models.Q(NEEDS_SEALING),
                          name="feed_needs_sealing"),
         ]
+        constraints = [
+            # The write path names the feed in the way (publishing.check_slug); this
+            # stops what bypasses it, or races it.
+            models.UniqueConstraint(Lower("slug"), name="feed_slug_unique_ignoring_case",
+                                    violation_error_message="Another feed has this slug in "
+                                                            "another case."),
+        ]
 
     def __str__(self) -> str:
         return self.slug
@@ -100,13 +117,22 @@ class Feed(models.Model):
         """How many pages the entries written so far fill (sealed or not yet)."""
         return self.last_seq // self.page_size
 
+    # A feed's promises begin with its first entry: from then on its slug is in every
+    # record, archive and snapshot URL and in its records' OAI-PMH set and `dc:identifier`,
+    # which harvesters keep (deletedRecord=persistent: a deleted record stays visible as
+    # deleted), and its page size sets every page's range. So both are fixed and the feed
+    # is never deleted (archives.log.publishing enforces it; the API and the admin ask
+    # these two properties).
+
     @property
     def frozen_fields(self) -> list[str]:
-        """Fields that may no longer change: the slug names every archive URI, promised once
-        a page is sealed; the page size sets every page's range, and linked pages are
-        served from the first entry on (archives.log.publishing.update_feed enforces it)."""
-        return [name for name, frozen in (("slug", self.sealed_pages > 0),
-                                          ("page_size", self.last_seq > 0)) if frozen]
+        """Fields that may no longer change: all of FROZEN_FIELDS once the feed has an entry."""
+        return list(FROZEN_FIELDS) if self.last_seq > 0 else []
+
+    @property
+    def deletable(self) -> bool:
+        """Whether the feed may be deleted: only before its first entry."""
+        return self.last_seq == 0
 
     @property
     def content_updated(self):

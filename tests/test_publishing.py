@@ -346,11 +346,20 @@ def test_a_feed_cannot_be_renamed_resized_or_deleted_once_a_page_is_sealed(feed)
     assert Feed.objects.get(pk=feed.pk).slug == "books"
 
 
-def test_a_feed_without_sealed_pages_can_be_deleted_with_its_records(feed):
+def test_a_feed_with_one_entry_keeps_its_slug_and_cannot_be_deleted(feed):
     publishing.put_record(feed=feed, key="a", data=record_data(1))
+
+    with pytest.raises(publishing.FeedPromised):
+        publishing.update_feed(feed=feed, slug="renamed")
+    with pytest.raises(publishing.FeedPromised):
+        publishing.delete_feed(feed=feed)
+    assert Feed.objects.get(pk=feed.pk).slug == "books"
+
+
+def test_a_feed_without_entries_can_be_renamed_and_deleted(feed):
+    publishing.update_feed(feed=feed, slug="renamed")
     publishing.delete_feed(feed=feed)
     assert not Feed.objects.exists()
-    assert not Entry.objects.exists()
 
 
 def test_a_write_that_fills_a_page_seals_it_after_commit(feed, django_capture_on_commit_callbacks):

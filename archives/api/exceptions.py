@@ -23,7 +23,7 @@ from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
-from archives.log.publishing import BatchError, PreconditionFailed
+from archives.log.publishing import BatchError, FeedPromised, PreconditionFailed
 from archives.models import Feed, Record
 
 logger = logging.getLogger(__name__)
@@ -36,7 +36,8 @@ DATABASE_DOWN = (OperationalError, InterfaceError)
 
 
 class Conflict(exceptions.APIException):
-    """The request is valid but the resource's state forbids it (e.g. a sealed feed)."""
+    """The request is valid but the resource's state forbids it (e.g. a feed with entries).
+    `errors` names the fields refused, if the refusal is about fields."""
 
     status_code = status.HTTP_409_CONFLICT
     default_detail = "The feed's state does not allow this change."
@@ -44,8 +45,9 @@ class Conflict(exceptions.APIException):
 
     def __init__(self, error: DjangoValidationError):
         super().__init__()
-        self.errors = error_dict(error)
-        self.detail = "; ".join(_flatten(self.errors)) or self.default_detail
+        self.errors = error.message_dict if hasattr(error, "error_dict") else None
+        self.detail = ("; ".join(_flatten(self.errors)) if self.errors
+                       else " ".join(error.messages)) or self.default_detail
 
 
 class ServiceUnavailable(exceptions.APIException):
@@ -77,7 +79,9 @@ def as_drf(error: DjangoValidationError) -> serializers.ValidationError:
 
 def handle(exc: Exception, context: dict) -> Response | None:
     """REST_FRAMEWORK["EXCEPTION_HANDLER"]: the write path's errors as JSON answers."""
-    if isinstance(exc, BatchError):
+    if isinstance(exc, FeedPromised):  # before ValidationError: a state, not bad input
+        exc = Conflict(exc)
+    elif isinstance(exc, BatchError):
         errors = {"operations": {str(index): why for index, why in exc.errors.items()}}
         exc = Invalid(errors, f"{len(exc.errors)} operation(s) are invalid; nothing was applied.")
     elif isinstance(exc, DjangoValidationError):
@@ -101,7 +105,7 @@ def handle(exc: Exception, context: dict) -> Response | None:
 
 def _shape(exc: Exception, data: Any) -> dict[str, Any]:
     if isinstance(exc, Conflict):
-        return {"detail": str(exc.detail), "errors": exc.errors}
+        return {"detail": str(exc.detail), **({"errors": exc.errors} if exc.errors else {})}
     if isinstance(exc, exceptions.ValidationError):
         errors = data if isinstance(data, dict) else {"body": data}
         return {"detail": getattr(exc, "summary", "Invalid input; nothing was written."),

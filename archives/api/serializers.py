@@ -14,6 +14,7 @@ from rest_framework import serializers
 
 from archives import validation
 from archives.documents.records import record_json
+from archives.log import publishing
 from archives.log.publishing import MAX_BATCH_OPERATIONS
 from archives.models import Feed, Record
 
@@ -55,9 +56,13 @@ class FeedSerializer(StrictFieldsMixin, serializers.ModelSerializer):
                   "url", "records", "entries", "sealed_pages", "updated", "created"]
         read_only_fields = ["sealed_pages", "created"]
         extra_kwargs = {
-            "slug": {"help_text": "The feed's URL name; frozen once a page is sealed."},
-            "page_size": {"help_text": "Entries per archive page; frozen once the feed has "
-                                       "entries."},
+            # No UniqueValidator of the exact slug: validate_slug asks the write path,
+            # which also refuses it in another case and names the feed that has it.
+            "slug": {"help_text": "The feed's URL name (letters, digits, - and _), unique "
+                                  "whatever the case; fixed once the feed has an entry.",
+                     "validators": []},
+            "page_size": {"help_text": "Entries per archive page; fixed once the feed has "
+                                       "an entry."},
         }
 
     def get_url(self, feed: Feed) -> str:
@@ -65,6 +70,15 @@ class FeedSerializer(StrictFieldsMixin, serializers.ModelSerializer):
 
     def get_records(self, feed: Feed) -> str:
         return self._absolute(reverse("api:record-list", args=[feed.slug]))
+
+    def validate_slug(self, slug: str) -> str:
+        if self.instance is not None and "slug" in self.instance.frozen_fields:
+            return slug  # a change is refused as such by the write path (409)
+        try:
+            publishing.check_slug(slug, feed=self.instance)
+        except DjangoValidationError as error:
+            raise serializers.ValidationError(error.message_dict["slug"]) from None
+        return slug
 
     def to_internal_value(self, data: Any) -> dict[str, Any]:
         # The body as sent, before CharField trims it: "a\u000b" must be refused, not

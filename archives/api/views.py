@@ -51,7 +51,8 @@ ERRORS = {
     401: "A write without credentials (send `Authorization: Token <key>`).",
     403: "The user lacks the model permission this write needs.",
     404: "No such feed or record.",
-    409: "The feed's state forbids the change (it has sealed archive pages, or entries).",
+    409: "The feed's state forbids the change: it has entries (its slug and page size are "
+         "fixed, it cannot be deleted), or the record is deleted.",
     411: "The body came chunked (Transfer-Encoding) without a Content-Length.",
     412: "If-Match does not match the record's current ETag: it changed meanwhile.",
     413: "The body is larger than FEEDPUB_API_MAX_BODY_BYTES (10 MiB by default).",
@@ -140,9 +141,10 @@ class FeedDetail(ApiView):
 
     @extend_schema(
         summary="Change a feed",
-        description="`slug` cannot change once an archive page is sealed, `page_size` once "
-                    "the feed has entries (409): archive URIs and page ranges are promised "
-                    "forever.",
+        description="`slug` and `page_size` cannot change once the feed has an entry (409): "
+                    "its record, archive and snapshot URLs, its OAI-PMH set and its pages' "
+                    "ranges are promised from then on. A slug another feed has, in any "
+                    "case, is refused (400).",
         responses={200: FeedSerializer, **errors(400, 401, 403, 404, 409, *BODY)},
         examples=examples.FEED_CHANGE + examples.FEED_ANSWER,
     )
@@ -150,24 +152,19 @@ class FeedDetail(ApiView):
         feed = self.get_object()
         serializer = self.get_serializer(feed, data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
-        try:
-            feed = publishing.update_feed(feed=feed, **serializer.validated_data)
-        except DjangoValidationError as error:
-            # The body passed the serializer: what is left is the sealed-feed rule.
-            raise Conflict(error) from None
+        # A change the feed's entries forbid is a FeedPromised: 409 (exceptions.handle).
+        feed = publishing.update_feed(feed=feed, **serializer.validated_data)
         return Response(self.get_serializer(feed).data)
 
     @extend_schema(
         summary="Delete a feed",
-        description="Deletes a feed that has never sealed a page, with its records and "
-                    "entries; a feed with sealed pages cannot be deleted (409).",
+        description="Deletes a feed that has no entry yet. A feed with entries cannot be "
+                    "deleted (409): delete its records instead, each keeps a deletion "
+                    "entry (OAI-PMH's deletedRecord=persistent).",
         responses={204: None, **errors(401, 403, 404, 409)},
     )
     def delete(self, request: Request, slug: str) -> Response:
-        try:
-            publishing.delete_feed(feed=self.get_object())
-        except DjangoValidationError as error:
-            raise Conflict(error) from None
+        publishing.delete_feed(feed=self.get_object())
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 

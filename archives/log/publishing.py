@@ -24,14 +24,15 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.signals import request_finished, request_started
-from django.db import transaction
+from django.db import IntegrityError, transaction
+from django.db.models.functions import Lower
 from django.dispatch import receiver
 from django.utils import timezone
 
 from archives.db import fastsql
 from archives.db.heads import announce
 from archives.documents import base
-from archives.models import Entry, Feed, Record
+from archives.models import Entry, Feed, Record, Snapshot
 from archives.validation import RecordData, clean_feed_text, clean_key, clean_record
 
 logger = logging.getLogger(__name__)
@@ -480,31 +481,75 @@ def _seal_after_commit(feed_id: int, max_pages: int) -> None:
                          feed_id)
 
 
-def create_feed(*, slug: str, title: str, **fields: Any) -> Feed:
-    clean_feed_text({"title": title, **fields})
-    feed = Feed(slug=slug, title=title, **fields)
-    feed.full_clean()
-    feed.save()
-    return feed
+class FeedPromised(ValidationError):
+    """A change the feed's entries forbid: its slug, its page size, deleting it (a 409 at
+    the API). What a feed has promised from its first entry: Feed.frozen_fields and
+    Feed.deletable say when, FROZEN and UNDELETABLE why and what to do instead."""
 
 
 FROZEN = {
-    "slug": "Cannot change once an archive page is sealed: its URIs are promised forever.",
-    "page_size": "Cannot change once the feed has entries: every page's range follows from it.",
+    "slug": "Fixed once the feed has an entry: its record, archive and snapshot URLs and its "
+            "records' OAI-PMH set and dc:identifier name it, and harvesters keep them. To "
+            "publish under another slug, create a new feed.",
+    "page_size": "Fixed once the feed has an entry: every page's range follows from it.",
 }
+UNDELETABLE = (
+    "A feed with entries cannot be deleted: its record, archive and snapshot URLs are "
+    "promised for ever, and OAI-PMH keeps every record it has listed visible, a deleted one "
+    "as deleted (deletedRecord=persistent). Delete its records instead: each keeps a "
+    "deletion entry and its URL answers 410 Gone."
+)
+
+
+def check_slug(slug: Any, *, feed: Feed | None = None) -> None:
+    """Refuse a slug another feed than `feed` has, in any case: `race` and `Race` would be
+    one folder of exported pages on storage that ignores case (and one feed to a reader).
+    Raises ValidationError on "slug", naming the feed that has it."""
+    if not isinstance(slug, str):
+        return  # not a slug at all: the field's own validation says so
+    others = Feed.objects.alias(folded=Lower("slug")).filter(folded=slug.lower())
+    if feed is not None and feed.pk is not None:
+        others = others.exclude(pk=feed.pk)
+    taken = others.values_list("slug", flat=True).first()
+    if taken is not None:
+        how = ("already" if taken == slug else
+               "in another case (slugs are unique whatever their case)")
+        raise ValidationError({"slug": [f"The feed {taken!r} has this slug {how}; choose "
+                                        "another."]}, code="unique")
+
+
+def _save_slug(feed: Feed, save: Callable[[], None], *, new: bool) -> None:
+    """`save()` in a savepoint; a slug that another writer took meanwhile (the database's
+    constraint) is refused as check_slug refuses it, naming that feed."""
+    try:
+        with transaction.atomic():
+            save()
+    except IntegrityError:
+        check_slug(feed.slug, feed=None if new else feed)
+        raise
+
+
+def create_feed(*, slug: str, title: str, **fields: Any) -> Feed:
+    clean_feed_text({"title": title, **fields})
+    check_slug(slug)
+    feed = Feed(slug=slug, title=title, **fields)
+    feed.full_clean()
+    _save_slug(feed, feed.save, new=True)
+    return feed
 
 
 def update_feed(*, feed: Feed, **changes: Any) -> Feed:
-    """Change a feed's description. Its slug is frozen once a page is sealed (archive URIs
-    are promised forever), its page size once it has an entry (pages' ranges follow from
-    it, and linked pages are served before they are sealed)."""
+    """Change a feed's description. Its slug and page size are fixed once it has an entry
+    (FeedPromised): see Feed.frozen_fields."""
     clean_feed_text(changes)
     with transaction.atomic():
         locked = Feed.objects.select_for_update().get(pk=feed.pk)
         refused = {name: [FROZEN[name]] for name in locked.frozen_fields
                    if name in changes and changes[name] != getattr(locked, name)}
         if refused:
-            raise ValidationError(refused)
+            raise FeedPromised(refused)
+        if "slug" in changes and changes["slug"] != locked.slug:
+            check_slug(changes["slug"], feed=locked)
         changed = [name for name, value in changes.items() if getattr(locked, name) != value]
         for name in changed:
             setattr(locked, name, changes[name])
@@ -517,21 +562,18 @@ def update_feed(*, feed: Feed, **changes: Any) -> Feed:
             changed += ["description_modified", "subscription_modified"]
         locked.full_clean()
         if changed:
-            locked.save(update_fields=changed)
+            _save_slug(locked, partial(locked.save, update_fields=changed), new=False)
             announce(locked.pk)
     return locked
 
 
 def delete_feed(*, feed: Feed) -> None:
-    """Delete a feed that has never sealed a page, with its records and entries."""
+    """Delete a feed that has no entry yet (FeedPromised otherwise: Feed.deletable), with
+    its snapshots, which hold nothing."""
     with transaction.atomic():
         locked = Feed.objects.select_for_update().get(pk=feed.pk)
-        if locked.sealed_pages:
-            raise ValidationError(
-                "A feed with sealed archive pages cannot be deleted: its archive URIs "
-                "are promised forever."
-            )
+        if not locked.deletable:
+            raise FeedPromised(UNDELETABLE)
         announce(locked.pk)  # (before delete() clears its pk)
-        Entry.objects.filter(feed=locked).delete()
-        Record.objects.filter(feed=locked).delete()
+        Snapshot.objects.filter(feed=locked).delete()  # their pages go with them (CASCADE)
         locked.delete()
