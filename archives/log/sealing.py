@@ -181,7 +181,7 @@ def _seal_run(feed: Feed, first: int, last: int, previous) -> list[tuple[bytes, 
                 known = previous[1] if previous and previous[0] == first - 1 else None
                 _link_previous_page(feed, first - 1, known, now)
             # The pages were rendered with this slug and page size: claim them only if
-            # neither changed meanwhile (a rename is allowed until a page is sealed).
+            # neither changed meanwhile (a belt: both are fixed once the feed has an entry).
             claimed = Feed.objects.filter(
                 pk=feed.pk, sealed_pages=first - 1, page_size=size, slug=feed.slug
             ).update(sealed_pages=last, subscription_modified=_no_earlier(

@@ -13,7 +13,7 @@ def record_the_setting(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("archives", "0013_shared_cache_table")]
+    dependencies = [("archives", "0014_feed_slug_unique_ignoring_case")]
     operations = [
         migrations.AddField(
             model_name="subscription",
