@@ -516,7 +516,8 @@ class RecordAdmin(admin.ModelAdmin):
             data = {name: getattr(record, name) for name in RECORD_FIELDS}
             publishing.put_record(feed=record.feed, key=record.key, data=data)
             restored += 1
-        self.message_user(request, f"Restored {restored} record(s).", messages.SUCCESS)
+        self.message_user(request, f"Restored {_count(restored, 'record', 'records')}.",
+                          messages.SUCCESS)
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
