@@ -22,7 +22,7 @@ from django.utils.text import Truncator
 from django.utils.timezone import localtime
 from django.utils.translation import ngettext
 
-from . import validation
+from . import jsoninput, validation
 from .documents import atom
 from .log import publishing, sealing
 from .models import ArchivePage, Entry, Feed, Record
@@ -92,7 +92,9 @@ def _help(text: str, example) -> str:
 
 class PrettyJSONField(forms.JSONField):
     """JSON shown indented as a person writes it, and refused with where it went wrong.
-    An empty box means `empty()` (an empty object or list), not null."""
+    An empty box means `empty()` (an empty object or list), not null. It is read as the
+    API reads a body (archives.jsoninput): a repeated name or a number that would be
+    stored bent is refused, not settled silently."""
 
     def __init__(self, *, empty, **kwargs):
         self.empty = empty
@@ -106,7 +108,7 @@ class PrettyJSONField(forms.JSONField):
         if self.disabled or not isinstance(value, str):
             return super().to_python(value)
         try:
-            json.loads(value)
+            converted = jsoninput.loads(value)
         except json.JSONDecodeError as error:
             # Line and column count from 1, as json reports them; some of json's messages
             # end in "at", followed in str(error) by a 0-based position we do not show.
@@ -114,7 +116,18 @@ class PrettyJSONField(forms.JSONField):
             raise ValidationError(f"Invalid JSON at line {error.lineno}, column {error.colno}: "
                                   f"{JSON_ADVICE.get(problem, problem)}.",
                                   code="invalid") from None
-        return super().to_python(value)
+        except jsoninput.JSONInputError as error:
+            raise ValidationError(f"JSON refused: {error.msg}.", code="invalid") from None
+        return forms.fields.JSONString(converted) if isinstance(converted, str) else converted
+
+    def bound_data(self, data, initial):
+        """A refused box shows again as it was typed, not as json.loads settled it."""
+        if self.disabled or data is None:
+            return super().bound_data(data, initial)
+        try:
+            return jsoninput.loads(data)
+        except ValueError:
+            return forms.fields.InvalidJSONInput(data)
 
     def prepare_value(self, value):
         if isinstance(value, forms.fields.InvalidJSONInput):
@@ -536,7 +549,8 @@ class RecordAdmin(admin.ModelAdmin):
             data = {name: getattr(record, name) for name in RECORD_FIELDS}
             publishing.put_record(feed=record.feed, key=record.key, data=data)
             restored += 1
-        self.message_user(request, f"Restored {restored} record(s).", messages.SUCCESS)
+        self.message_user(request, f"Restored {_count(restored, 'record', 'records')}.",
+                          messages.SUCCESS)
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):

@@ -8,6 +8,7 @@ the write path appends anything. Errors name the field, as `{"field": ["why"]}`.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -205,6 +206,12 @@ def _metadata(value: Any) -> tuple[dict[str, Any], str]:
         encoded = _encode_strict_json(value)
     except (TypeError, ValueError) as error:  # e.g. 1e999 parses to inf: not JSON
         raise ValidationError(f"Must be plain JSON: {error}.") from None
+    # PostgreSQL's jsonb has no negative zero: it would read back as 0 there, -0.0 on
+    # SQLite. (JSON text is refused it earlier, by archives.jsoninput; this is for
+    # Python callers.) Only text that shows one is walked for it.
+    if "-0.0" in encoded and _has_negative_zero(value):
+        raise ValidationError("Must not hold a negative zero (-0.0): it is stored as 0; "
+                              "send 0, or a string.")
     # json.dumps escapes control characters, so check the strings themselves: all at once
     # (one search of their join, which no separator can fool: a newline is allowed), and
     # one by one only to name the first bad one.
@@ -243,6 +250,17 @@ def _walk(value: Any) -> tuple[int, list[str]]:
         level = [child for container in containers
                  for child in (container.values() if isinstance(container, dict) else container)]
     return depth, strings
+
+
+def _has_negative_zero(value: Any) -> bool:
+    level = [value]
+    while level:  # level by level, as _walk (the depth is checked already)
+        if any(isinstance(item, float) and item == 0 and math.copysign(1, item) < 0
+               for item in level):
+            return True
+        level = [child for item in level if isinstance(item, dict | list)
+                 for child in (item.values() if isinstance(item, dict) else item)]
+    return False
 
 
 def _links(value: Any) -> tuple[Link, ...]:

@@ -254,3 +254,22 @@ def test_the_admin_is_for_staff_only(client, record):
 
     assert response.status_code == 302
     assert "/admin/login/" in response["Location"]
+
+
+@pytest.mark.parametrize(("change", "why"), [
+    ({"metadata": '{"year": 1851, "year": 1852}'},
+     'JSON refused: at year: the name "year" appears twice in one object'),
+    ({"links": '[{"href": "https://x.org/", "href": "https://y.org/"}]'},
+     'JSON refused: at [0].href: the name "href" appears twice in one object'),
+    ({"metadata": '{"x": 1e-400}'},
+     "JSON refused: at x: the number 1e-400 cannot be stored exactly"),
+    ({"metadata": '{"x": -0.0}'}, "JSON refused: at x: the number -0.0 is a negative zero"),
+])
+def test_the_admin_reads_json_as_strictly_as_the_api(admin_client, record, change, why):
+    response = admin_client.post(change_url(record), {**form_body(record_data(1)), **change})
+
+    assert why in errors_of(response)
+    # The box shows what was typed, not what a lenient reading made of it.
+    [name] = change
+    assert page(response).xpath(f"//textarea[@name='{name}']/text()")[0].strip() == change[name]
+    assert kinds(record.feed) == ["create"]

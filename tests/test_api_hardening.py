@@ -7,6 +7,8 @@ import base64
 import http.client
 import json
 import socket
+from decimal import Decimal
+from functools import partial
 from urllib.parse import urlsplit
 
 import pytest
@@ -453,3 +455,78 @@ def test_pages_outside_the_api_keep_djangos_error_pages(db):
 
     assert api_exceptions.server_error(request)["Content-Type"].startswith("text/html")
     assert api_exceptions.page_not_found(request, None)["Content-Type"].startswith("text/html")
+
+
+# JSON read strictly (archives.jsoninput): nothing settled silently, nothing stored bent
+
+def send(client, path: str, text: str, method: str = "PUT"):
+    return client.generic(method, path, text.encode(), content_type="application/json")
+
+
+@pytest.mark.parametrize(("path", "method", "text", "where", "name"), [
+    (url("k1"), "PUT", '{"title": "t", "title": "u"}', "title", '"title"'),
+    (url("k1"), "PUT", '{"title": "t", "metadata": {"a": [{"b": 1, "b": 2}]}}',
+     "metadata.a[0].b", '"b"'),
+    ("/api/feeds/books/batch", "POST",
+     '{"operations": [{"op": "put", "key": "f3", "key": "f4", "record": {"title": "t"}}]}',
+     "operations[0].key", '"key"'),
+])
+def test_a_name_twice_in_one_object_is_a_400_naming_it(producer, path, method, text, where,
+                                                       name):
+    FeedFactory(slug="books")
+
+    response = send(producer, path, text, method)
+
+    why = f"at {where}: the name {name} appears twice in one object; give each member once."
+    body = assert_json_error(response, 400)
+    assert body["detail"] == f"JSON refused: {why}"
+    assert body["errors"] == {where.split(".")[0].split("[")[0]: [why]}
+    assert not Record.objects.exists()
+
+
+@pytest.mark.parametrize(("number", "why"), [
+    ("1e-400", "cannot be stored exactly (it would become 0.0)"),
+    ("12345678901234567890.5", "cannot be stored exactly (it would become 1.2345678901234567e+19)"),
+    ("-0.0", "is a negative zero, which is stored as 0"),
+    ("-0", "is a negative zero, which is stored as 0"),
+    ("1e999", "cannot be stored exactly (it would become inf)"),
+])
+def test_a_number_that_would_be_stored_bent_is_a_400_naming_it(producer, number, why):
+    FeedFactory(slug="books")
+
+    response = send(producer, url("k1"), '{"title": "t", "metadata": {"x": ' + number + "}}")
+
+    body = assert_json_error(response, 400)
+    assert body["detail"].startswith(f"JSON refused: at metadata.x: the number {number} ")
+    assert why in body["detail"]
+    assert body["errors"] == {"metadata": [body["detail"].removeprefix("JSON refused: ")]}
+    assert not Record.objects.exists()
+
+
+def test_numbers_are_given_back_as_they_were_sent(producer):
+    """What is accepted reads back as the same value, digits and all: on SQLite and on
+    PostgreSQL (run with DATABASE_URL), whose jsonb keeps numbers as decimals."""
+    FeedFactory(slug="books")
+    sent = ('{"big": 12345678901234567890, "tenth": 0.1, "tiny": 1e-300, "huge": 1.5e300, '
+            '"trailing": 2.50, "max": 1.7976931348623157e308, "zero": 0, "fzero": 0.0, '
+            '"ints": [-1, 9007199254740993], "avogadro": 6.022e23}')
+    body = '{"title": "t", "metadata": ' + sent + "}"
+
+    assert send(producer, url("k1"), body).status_code == 201
+
+    as_decimals = partial(json.loads, parse_float=Decimal, parse_int=Decimal)
+    given_back = as_decimals(producer.get(url("k1")).content)["metadata"]
+    assert given_back == as_decimals(sent)
+    # The same again is no change (jsonb gives 1.5e300 back as the integer it is).
+    assert send(producer, url("k1"), body).status_code == 200
+    assert Entry.objects.count() == 1
+
+
+def test_a_negative_zero_from_python_is_refused_by_the_record_rules(db):
+    """jsonb would store it as 0: the write path refuses what it cannot give back."""
+    feed = FeedFactory(slug="books")
+
+    with pytest.raises(ValidationError, match="negative zero"):
+        publishing.put_record(feed=feed, key="k1",
+                              data={"title": "t", "metadata": {"x": [1, {"y": -0.0}]}})
+    publishing.put_record(feed=feed, key="k1", data={"title": "t", "metadata": {"x": "-0.0"}})

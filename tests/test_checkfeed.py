@@ -66,7 +66,7 @@ def test_the_checkfeed_command_exits_0_on_our_clean_feed(live_feed):
     out, errors = io.StringIO(), io.StringIO()
     call_command("checkfeed", url, stdout=out, stderr=errors)
     assert out.getvalue() == ""
-    assert "0 problem(s)" in errors.getvalue()
+    assert "0 problems" in errors.getvalue()
 
 
 # Hand-made feeds ----------------------------------------------------------------------

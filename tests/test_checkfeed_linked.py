@@ -64,7 +64,7 @@ def test_the_checkfeed_command_exits_0_on_our_clean_linked_pages(live_feed):
     out, errors = io.StringIO(), io.StringIO()
     call_command("checkfeed", entry, "--format", "linked-pages", stdout=out, stderr=errors)
     assert out.getvalue() == ""
-    assert "0 problem(s) in 4 documents" in errors.getvalue()
+    assert "0 problems in 4 documents" in errors.getvalue()
 
 
 # Hand-made feeds: one broken rule each ----------------------------------------------------

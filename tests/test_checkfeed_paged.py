@@ -56,7 +56,7 @@ def test_the_checkfeed_command_accepts_each_style(live_feed):
         out, errors = io.StringIO(), io.StringIO()
         call_command("checkfeed", url + style, stdout=out, stderr=errors)
         assert out.getvalue() == "", style
-        assert "0 problem(s)" in errors.getvalue()
+        assert "0 problems" in errors.getvalue()
 
 
 # Hand-made complete feeds ----------------------------------------------------------------

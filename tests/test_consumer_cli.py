@@ -89,7 +89,7 @@ def test_feedpub_checkfeed_finds_the_demo_feed_clean_in_every_format(demo_feed, 
     answer = run(tmp_path, "feedpub-checkfeed", demo_feed + path, "--sample", "2")
     assert answer.returncode == 0, answer.stdout + answer.stderr
     assert answer.stdout == ""
-    assert answer.stderr.splitlines()[-1].startswith("0 problem(s) in ")
+    assert answer.stderr.splitlines()[-1].startswith("0 problems in ")
 
 
 def test_feedpub_checkfeed_reports_an_unreachable_feed_as_could_not_run(tmp_path):

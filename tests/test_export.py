@@ -181,7 +181,7 @@ def test_export_pages_verify_repairs_missing_and_stale_files(sealed_feed, pages_
 
     out = StringIO()
     call_command("export_pages", "--verify", stdout=out)
-    assert "4 pages verified: 1 files written, 0 superseded" in out.getvalue()
+    assert "4 pages verified: 1 file written, 0 superseded" in out.getvalue()
 
 
 def test_nothing_is_exported_when_export_is_off(sealed_feed, pages_dir, settled, settings):

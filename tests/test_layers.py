@@ -23,7 +23,7 @@ LAYERS = [
     ["archives.storage", "archives.html"],
     ["archives.documents"],
     ["archives.db"],
-    ["archives.models"],
+    ["archives.models", "archives.jsoninput"],
     ["archives.validation", "archives.formats"],
 ]
 # Imported by anything (the app's config) or by nothing of the app (migrations run alone).

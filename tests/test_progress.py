@@ -14,7 +14,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.core.management.base import OutputWrapper
 
-from archives.consumer.progress import progress_bar
+from archives.consumer.progress import counted, progress_bar
 from archives.log import publishing
 from archives.models import Feed
 
@@ -242,3 +242,10 @@ def test_log_records_go_around_a_bar(monkeypatch):
     assert before.endswith("\r")  # the bar was wiped first, so the message has its line
     assert "work:  50%" in after  # and drawn again below it
     assert isinstance(logging.root.handlers[0], logging.StreamHandler)
+
+
+def test_counts_agree_with_their_number():
+    assert [counted(n, "batch", "batches") for n in (0, 1, 2)] == [
+        "0 batches", "1 batch", "2 batches"]
+    assert counted(1, "entry", "entries") == "1 entry"
+    assert counted(3, "record") == "3 records"

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
-
 from django.conf import settings
 from rest_framework import renderers
 from rest_framework.exceptions import APIException, ParseError
 from rest_framework.parsers import BaseParser
-from rest_framework.utils.json import strict_constant
+
+from archives import jsoninput
 
 
 class BodyTooLarge(APIException):
@@ -51,7 +50,9 @@ class LimitedJSONParser(BaseParser):
     Not a JSONParser subclass on purpose: for those DRF reads `request.body` first, where
     Django's DATA_UPLOAD_MAX_MEMORY_SIZE (2.5 MiB) applies and answers an HTML 400. Given
     the request stream instead, this parser checks Content-Length first (nothing is
-    read), then what is actually read, in case the header understated it.
+    read), then what is actually read, in case the header understated it. The JSON is
+    read strictly (archives.jsoninput): a repeated member name, a number that would be
+    stored bent, or nesting past the limit is a 400 naming it.
     """
 
     media_type = "application/json"
@@ -67,11 +68,15 @@ class LimitedJSONParser(BaseParser):
         if len(body) > limit:
             raise BodyTooLarge(limit)
         try:
-            text = body.decode("utf-8")
-            return json.loads(text, parse_constant=strict_constant)
+            return jsoninput.loads(body.decode("utf-8"))
         except UnicodeDecodeError as error:
             raise ParseError(f"The body is not UTF-8: {error}") from None
-        except RecursionError:
-            raise ParseError("The JSON is nested too deeply.") from None
+        except jsoninput.JSONInputError as error:  # named by the field it is in, too
+            # (imported here: archives.api.exceptions imports DRF's views, which read the
+            # parser setting, which names this module)
+            from archives.api.exceptions import Invalid
+
+            field = str(error.path[0]) if error.path else "body"
+            raise Invalid({field: [f"{error.msg}."]}, f"JSON refused: {error.msg}.") from None
         except ValueError as error:
             raise ParseError(f"JSON parse error - {error}") from None

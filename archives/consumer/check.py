@@ -40,6 +40,7 @@ from .atom import (
     timestamp_text,
 )
 from .http import ATOM, FetchError, HttpClient, Limits, Response, RunLimitReached, parse_link_header
+from .progress import counted
 from .state import Reconstruction, RowsByPage
 
 if TYPE_CHECKING:
@@ -122,7 +123,8 @@ class HttpChecks:
         """One more document checked, holding `entries` entries: the caller's bar shows it."""
         self.entries_seen += entries
         if self.progress is not None:
-            self.progress.set_postfix_str(f"{self.entries_seen} entries", refresh=False)
+            self.progress.set_postfix_str(counted(self.entries_seen, "entry", "entries"),
+                                          refresh=False)
             self.progress.update()
 
     def _problem(self, url: str, code: str, message: str) -> None:

@@ -34,6 +34,7 @@ from typing import Any
 from .check import CheckResult, HttpChecks, load_state, save_state
 from .http import LINKED_PAGES, HttpClient, Response, RunLimitReached, parse_link_header
 from .linked import ACCEPT_PAGES, Entity, Page, PageError, link_map, parse_page
+from .progress import counted
 
 NAVIGATION = ("self", "prev", "next")
 
@@ -279,7 +280,7 @@ def forbidden_changes(before: dict[str, Any], now: dict[str, Any], page: Page) -
         changes.append(f"its next link changed from {old['next']} to {new['next'] or 'none'}")
     count = before["entities"]
     if now["entities"] < count or prefix_hash(page, count) != before["hash"]:
-        changes.append(f"its first {count} entities changed or went")
+        changes.append(f"its first {counted(count, 'entity', 'entities')} changed or went")
     elif now["entities"] > count and old["next"] is not None:
         changes.append("it gained entities after it had a next link")
     return changes

@@ -22,7 +22,7 @@ from .harvesting import harvest
 from .http import ATOM, LINKED_PAGES, Limits
 from .linkedharvest import AUTO, FROM_PAGE_1, FROM_SNAPSHOT
 from .oai import OAI_PMH, OaiHarvestResult
-from .progress import Lines, add_progress_argument, progress_bar, write_around
+from .progress import Lines, add_progress_argument, counted, progress_bar, write_around
 from .state import StateError
 
 HARVEST_HELP = ("Rebuild the live records of an archived Atom feed (RFC 5005, Atom-PMH), of a "
@@ -134,10 +134,12 @@ def run_harvest(options: dict[str, Any], *, stdout: Lines, stderr: Lines) -> int
                                  "warnings": result.warnings}))
     elif oai:
         stderr.write(
-            f"{summary.requests} requests ({summary.pages_fetched} responses), "
-            f"{summary.bytes:,} bytes, {summary.seconds:.2f} s; {summary.entries_applied} "
-            f"records applied ({summary.deletions} deletions), {summary.records_changed} "
-            f"records changed, {summary.live_records} live records; "
+            f"{counted(summary.requests, 'request')} "
+            f"({counted(summary.pages_fetched, 'response')}), {summary.bytes:,} bytes, "
+            f"{summary.seconds:.2f} s; {counted(summary.entries_applied, 'record')} applied "
+            f"({counted(summary.deletions, 'deletion')}), "
+            f"{counted(summary.records_changed, 'record')} changed, "
+            f"{counted(summary.live_records, 'live record')}; "
             + (f"from {result.sent_from}" if result.sent_from else "a whole harvest")
             + (f", the next from {result.next_from}" if result.complete and result.next_from
                else "")
@@ -145,11 +147,13 @@ def run_harvest(options: dict[str, Any], *, stdout: Lines, stderr: Lines) -> int
         )
     else:
         stderr.write(
-            f"{summary.requests} requests ({summary.pages_fetched} documents fetched, "
+            f"{counted(summary.requests, 'request')} "
+            f"({counted(summary.pages_fetched, 'document')} fetched, "
             f"{summary.not_modified} not modified), {summary.bytes:,} bytes, "
-            f"{summary.seconds:.2f} s; {summary.entries_applied} entries applied "
-            f"({summary.deletions} deletions), {summary.records_changed} records changed, "
-            f"{summary.live_records} live records"
+            f"{summary.seconds:.2f} s; {counted(summary.entries_applied, 'entry', 'entries')} "
+            f"applied ({counted(summary.deletions, 'deletion')}), "
+            f"{counted(summary.records_changed, 'record')} changed, "
+            f"{counted(summary.live_records, 'live record')}"
             + ("" if result.complete else "; INCOMPLETE: see the warnings above")
         )
     return 0 if result.complete else 1
@@ -189,8 +193,9 @@ def run_checkfeed(options: dict[str, Any], *, stdout: Lines, stderr: Lines) -> i
     for note in result.notes:
         stderr.write(f"note: {note}")
     stderr.write(
-        f"{len(result.problems)} problem(s) in {result.documents} documents; "
-        f"{result.requests} requests, {result.bytes:,} bytes, {result.seconds:.2f} s"
+        f"{counted(len(result.problems), 'problem')} in "
+        f"{counted(result.documents, 'document')}; {counted(result.requests, 'request')}, "
+        f"{result.bytes:,} bytes, {result.seconds:.2f} s"
         + ("" if result.complete else "; the walk did not finish")
     )
     if result.problems:

@@ -1,4 +1,5 @@
-"""Progress bars (tqdm) for the commands people run: the consumer tools' and the server's.
+"""Progress bars (tqdm) for the commands people run: the consumer tools' and the server's;
+and `counted`, how their summaries count things ("1 entry", "2 entries").
 
 A bar goes to the command's stderr, and only when that is a terminal, unless `--progress`
 or `--no-progress` says otherwise: stdout, which scripts read, never sees one, nor does a
@@ -47,3 +48,11 @@ def write_around(stream: Lines, text: str) -> None:
     """Print a line on the command's stdout or stderr without tearing a bar on screen."""
     with tqdm.external_write_mode(file=stream._out):
         stream.write(text)
+
+
+def counted(number: int, singular: str, plural: str | None = None) -> str:
+    """`number` and the noun agreeing with it: "1 batch", "3 batches" (plural: the
+    singular plus "s", unless given). English only: the commands speak nothing else."""
+    if plural is None:
+        plural = singular + "s"
+    return f"{number} {singular if number == 1 else plural}"

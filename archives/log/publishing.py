@@ -106,11 +106,14 @@ def error_details(error: ValidationError) -> dict[str, list[str]] | list[str]:
     return error.message_dict if hasattr(error, "error_dict") else error.messages
 
 
-def apply_batch(*, feed: Feed, operations: Sequence[Mapping[str, Any]]) -> list[Entry | None]:
+def apply_batch(*, feed: Feed, operations: Sequence[Mapping[str, Any]],
+                missing_ok: bool = False) -> list[Entry | None]:
     """Apply puts and deletes in order, all or nothing, under one lock of the feed.
 
     `operations` are `{"op": "put", "key": ..., "record": {...}}` or
-    `{"op": "delete", "key": ...}`. Raises BatchError naming every bad operation.
+    `{"op": "delete", "key": ...}`. Raises BatchError naming every bad operation. A
+    delete of a key the feed does not have is one, unless `missing_ok`: then it is
+    skipped (its result is None, as for a record deleted already).
     """
     if not isinstance(operations, Sequence) or isinstance(operations, str | bytes):
         raise ValidationError({"operations": ["Must be a list of operations."]})
@@ -129,7 +132,7 @@ def apply_batch(*, feed: Feed, operations: Sequence[Mapping[str, Any]]) -> list[
     # The valid operations run even when some are invalid, so that one answer names every
     # bad operation (a delete of a key that does not exist at that point, too); the
     # transaction is then rolled back whole.
-    return _write(feed, parsed, invalid=invalid)
+    return _write(feed, parsed, invalid=invalid, missing_ok=missing_ok)
 
 
 OPERATION_FIELDS = {"put": frozenset({"op", "key", "record"}), "delete": frozenset({"op", "key"})}
@@ -159,16 +162,18 @@ def _write(
     *,
     invalid: dict[int, Any] | None = None,
     if_match: str | None = None,
+    missing_ok: bool = False,
 ) -> list[Entry | None]:
     """Apply operations (by their index in the request) under the feed lock, or raise
-    BatchError naming the `invalid` ones and every delete of an unknown key."""
+    BatchError naming the `invalid` ones and every delete of an unknown key (unless
+    `missing_ok`)."""
     with transaction.atomic():
         if isinstance(feed, str):
             locked = Feed.objects.select_for_update().get(slug=feed)
         else:
             locked = Feed.objects.select_for_update().get(pk=feed.pk)
         full_before = locked.full_pages
-        changes = _Changes(locked)
+        changes = _Changes(locked, missing_ok=missing_ok)
         results = changes.apply(operations, if_match=if_match)
         if invalid or changes.missing:
             raise BatchError(dict(sorted({**(invalid or {}), **changes.missing}.items())))
@@ -196,8 +201,9 @@ def _write(
 class _Changes:
     """The records and entries one locked write produces, saved in a few bulk queries."""
 
-    def __init__(self, feed: Feed):
+    def __init__(self, feed: Feed, *, missing_ok: bool = False):
         self.feed = feed
+        self.missing_ok = missing_ok  # a delete of an unknown key is skipped, not refused
         self.records: dict[str, Record] = {}
         self.entries: list[Entry] = []
         self.missing: dict[int, dict[str, list[str]]] = {}  # deletes of unknown keys
@@ -219,8 +225,9 @@ class _Changes:
         record = self.records.get(operation.key)
         if isinstance(operation, Delete):
             if record is None:
-                self.missing[index] = {
-                    "key": [f"No record {operation.key!r} in this feed to delete."]}
+                if not self.missing_ok:
+                    self.missing[index] = {
+                        "key": [f"No record {operation.key!r} in this feed to delete."]}
                 return None
             if record.is_deleted:
                 return None

@@ -22,8 +22,9 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 
+from archives import jsoninput
 from archives.log import publishing
-from archives.models import Entry, Feed
+from archives.models import Entry, Feed, Record
 
 FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv"}
 # What the API adds to a record it shows: ignored, so that a file of its answers loads.
@@ -41,6 +42,7 @@ class Outcome:
     batches: int = 0  # batches committed
     kinds: dict[str, int] = field(default_factory=dict)  # entries appended, by kind
     unchanged: int = 0  # puts identical to the stored record, deletes of deleted ones
+    missing: int = 0  # with missing_ok: deletes of keys the feed does not have, skipped
 
     @property
     def appended(self) -> int:
@@ -78,11 +80,13 @@ def format_of(path: str | Path) -> str | None:
 
 
 def import_records(*, feed: Feed, path: str | Path, file_format: str, batch_size: int,
-                   dry_run: bool = False,
+                   dry_run: bool = False, missing_ok: bool = False,
                    on_bytes: Callable[[int], object] | None = None) -> Outcome:
     """Apply every record of the file at `path` to `feed`; raises ImportFailed. A dry run
     checks every line as the write path would (all of them, not up to the first bad
-    batch) and writes nothing; it cannot know which deletes name a key the feed lacks."""
+    batch) and writes nothing; it cannot know which deletes name a key the feed lacks.
+    Such a delete is refused, unless `missing_ok` (a file regenerated every night may
+    delete what was never imported): then it is skipped and counted."""
     outcome, problems = Outcome(), {}
     with open(path, "rb") as file:
         lines = _once_per_key(READERS[file_format](_decoded(file, on_bytes)))
@@ -91,7 +95,7 @@ def import_records(*, feed: Feed, path: str | Path, file_format: str, batch_size
                 if dry_run:
                     problems.update(_check(batch, outcome))
                 else:
-                    _apply(feed, batch, outcome)
+                    _apply(feed, batch, outcome, missing_ok=missing_ok)
         except _Unreadable as error:  # (the batch it was reading is not written)
             raise ImportFailed({**problems, error.number: error.why}, outcome) from None
     if problems:
@@ -99,11 +103,13 @@ def import_records(*, feed: Feed, path: str | Path, file_format: str, batch_size
     return outcome
 
 
-def _apply(feed: Feed, batch: list[Line], outcome: Outcome) -> None:
+def _apply(feed: Feed, batch: list[Line], outcome: Outcome, *, missing_ok: bool) -> None:
     if any(line.problem for line in batch):  # not sent: named with every other bad line
         raise ImportFailed(_check(batch, Outcome()), outcome)
+    operations = [line.operation for line in batch]
     try:
-        entries = publishing.apply_batch(feed=feed, operations=[line.operation for line in batch])
+        entries = publishing.apply_batch(feed=feed, operations=operations,
+                                         missing_ok=missing_ok)
     except publishing.BatchError as error:
         raise ImportFailed({batch[index].number: _why(why) for index, why in error.errors.items()},
                            outcome) from None
@@ -111,6 +117,15 @@ def _apply(feed: Feed, batch: list[Line], outcome: Outcome) -> None:
     outcome.records += len(batch)
     for entry in entries:
         _count(outcome, entry)
+    if missing_ok:
+        # A delete that appended nothing found its record deleted already, or no record:
+        # records are never removed, so the keys with none now had none then.
+        quiet = {operation["key"] for operation, entry in zip(operations, entries, strict=True)
+                 if entry is None and operation["op"] == "delete"}
+        if quiet:
+            found = Record.objects.filter(feed=feed, key__in=quiet).count()
+            outcome.missing += len(quiet) - found
+            outcome.unchanged -= len(quiet) - found
 
 
 def _count(outcome: Outcome, entry: Entry | None) -> None:
@@ -190,9 +205,12 @@ def _json_lines(lines: Iterable[tuple[int, str]]) -> Iterator[Line]:
         if not text.strip():
             continue
         try:
-            value = json.loads(text)
+            value = jsoninput.loads(text)
         except json.JSONDecodeError as error:
             yield Line(number, problem=f"not JSON: {error.msg} (column {error.colno})")
+            continue
+        except jsoninput.JSONInputError as error:
+            yield Line(number, problem=f"JSON refused: {error.msg}")
             continue
         if not isinstance(value, dict):
             yield Line(number, problem="a line is a JSON object: a record and its key")
@@ -202,7 +220,8 @@ def _json_lines(lines: Iterable[tuple[int, str]]) -> Iterator[Line]:
 
 def _csv_rows(lines: Iterable[tuple[int, str]]) -> Iterator[Line]:
     """Each row of a CSV file with a header row, numbered by the line it starts on (a
-    quoted cell may hold line breaks)."""
+    quoted cell may hold line breaks). Read strictly: a quote left open, which would
+    swallow every line after it into one cell, stops the reading at the row it opens."""
     numbers: list[int] = []
 
     def texts():
@@ -210,11 +229,16 @@ def _csv_rows(lines: Iterable[tuple[int, str]]) -> Iterator[Line]:
             numbers.append(number)
             yield text
 
-    reader = csv.reader(texts())
+    reader = csv.reader(texts(), strict=True)
+    start = 1
     try:
         header = next(reader, None)
         if header is None or "key" not in header:
             raise _Unreadable(1, "the first line is a header row naming a key column")
+        repeated = sorted({name for name in header if header.count(name) > 1})
+        if repeated:
+            raise _Unreadable(1, f"the header names the column {repeated[0]!r} twice; "
+                                 "name each column once")
         while True:
             start = len(numbers) + 1
             row = next(reader, None)
@@ -223,7 +247,15 @@ def _csv_rows(lines: Iterable[tuple[int, str]]) -> Iterator[Line]:
             if any(row):
                 yield _csv_line(start, header, row)
     except csv.Error as error:
-        raise _Unreadable(len(numbers), f"not CSV: {error}") from None
+        raise _Unreadable(start, _csv_problem(error, start, len(numbers))) from None
+
+
+def _csv_problem(error: csv.Error, start: int, end: int) -> str:
+    """What a csv.Error means for the row starting on line `start` (read up to `end`)."""
+    if str(error) == "unexpected end of data":  # the file ended inside quotes
+        return (f"not CSV: a quoted cell opened in this row is not closed (the file ends "
+                f"inside it, on line {end}); double a quote inside a quoted cell (\"\")")
+    return f"not CSV: {error}" + (f" (on line {end})" if end != start else "")
 
 
 def _csv_line(number: int, header: list[str], row: list[str]) -> Line:
@@ -236,10 +268,12 @@ def _csv_line(number: int, header: list[str], row: list[str]) -> Line:
         if name in JSON_COLUMNS:
             if text:
                 try:
-                    value[name] = json.loads(text)
+                    value[name] = jsoninput.loads(text)
                 except json.JSONDecodeError as error:
                     return Line(number, problem=f"{name}: not JSON: {error.msg} "
                                                 f"(column {error.colno} of the cell)")
+                except jsoninput.JSONInputError as error:
+                    return Line(number, problem=f"{name}: JSON refused: {error.msg}")
         elif name in RECORD_COLUMNS or name == "deleted":
             value[name] = text
         elif text:

@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from archives.consumer.progress import add_progress_argument, progress_bar
+from archives.consumer.progress import add_progress_argument, counted, progress_bar
 from archives.log import publishing
 from archives.log.sealing import seal_feed
 from archives.models import Feed, validate_language
@@ -65,10 +65,11 @@ class Command(BaseCommand):
         feed.refresh_from_db()
         # The feed is new: every page it has was sealed by this run, as it went or just now.
         self.stdout.write(
-            f"feed {slug!r}: {feed.last_seq} entries over {days} days, {len(live)} live "
-            f"records; sealed {feed.sealed_pages} archive page"
-            f"{'s' if feed.sealed_pages != 1 else ''} ({page_size} entries each), "
-            f"{feed.last_seq - feed.sealed_seq} entries not archived yet"
+            f"feed {slug!r}: {counted(feed.last_seq, 'entry', 'entries')} over "
+            f"{counted(days, 'day')}, {counted(len(live), 'live record')}; sealed "
+            f"{counted(feed.sealed_pages, 'archive page')} "
+            f"({counted(page_size, 'entry', 'entries')} each), "
+            f"{counted(feed.last_seq - feed.sealed_seq, 'entry', 'entries')} not archived yet"
         )
 
     def create(self, **fields) -> Feed:

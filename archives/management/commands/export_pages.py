@@ -5,7 +5,12 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from archives.consumer.progress import add_progress_argument, progress_bar, write_around
+from archives.consumer.progress import (
+    add_progress_argument,
+    counted,
+    progress_bar,
+    write_around,
+)
 from archives.models import Feed
 from archives.storage import export
 
@@ -32,12 +37,12 @@ class Command(BaseCommand):
         if verify:
             self.verify(feed, dry_run, progress)
         elif dry_run:
-            self.stdout.write(f"{export.pending(feed).count()} pages to export")
+            self.stdout.write(f"{counted(export.pending(feed).count(), 'page')} to export")
         else:
             with progress_bar(self.stderr, progress, desc="exporting", unit=" pages",
                               total=export.pending(feed).count()) as bar:
                 done = export.export_pending(slug=feed, limit=None, on_exported=bar.update)
-            self.stdout.write(f"exported {done} pages")
+            self.stdout.write(f"exported {counted(done, 'page')}")
 
     def verify(self, feed: str | None, dry_run: bool, progress: bool | None) -> None:
         with progress_bar(self.stderr, progress, desc="verifying", unit=" pages",
@@ -53,7 +58,7 @@ class Command(BaseCommand):
             write_around(self.stdout, f"{'would remove' if dry_run else 'removed'} {name} "
                                       "(left by a writer that died)")
         self.stdout.write(
-            f"{report.pages} pages verified: {len(report.rewritten)} files "
+            f"{counted(report.pages, 'page')} verified: {counted(len(report.rewritten), 'file')} "
             f"{'to write' if dry_run else 'written'}, {len(report.removed)} superseded"
-            + (f"; {report.unsettled} pages too recent to export yet" if report.unsettled
-               else ""))
+            + (f"; {counted(report.unsettled, 'page')} too recent to export yet"
+               if report.unsettled else ""))

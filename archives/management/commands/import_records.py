@@ -6,7 +6,7 @@ import os
 
 from django.core.management.base import BaseCommand, CommandError
 
-from archives.consumer.progress import add_progress_argument, progress_bar
+from archives.consumer.progress import add_progress_argument, counted, progress_bar
 from archives.log.publishing import MAX_BATCH_OPERATIONS
 from archives.management import importing
 from archives.models import Feed
@@ -26,9 +26,13 @@ class Command(BaseCommand):
                             help=f"records a batch (1 to {MAX_BATCH_OPERATIONS}; 500)")
         parser.add_argument("--dry-run", action="store_true",
                             help="check every line as the write path would; write nothing")
+        parser.add_argument("--missing-ok", action="store_true",
+                            help="skip a delete of a key the feed does not have (by "
+                                 "default it is an error that stops the import)")
         add_progress_argument(parser)
 
-    def handle(self, *args, feed, file, format, batch_size, dry_run, progress, **options):
+    def handle(self, *args, feed, file, format, batch_size, dry_run, missing_ok, progress,
+               **options):
         found = Feed.objects.filter(slug=feed).first()
         if found is None:
             raise CommandError(f"No feed {feed!r}: create it first (the admin, or POST "
@@ -45,7 +49,7 @@ class Command(BaseCommand):
                               total=size) as bar:
                 done = importing.import_records(
                     feed=found, path=file, file_format=file_format, batch_size=batch_size,
-                    dry_run=dry_run, on_bytes=bar.update)
+                    dry_run=dry_run, missing_ok=missing_ok, on_bytes=bar.update)
         except OSError as error:
             raise CommandError(f"{file}: {error.strerror}") from None
         except importing.ImportFailed as failure:
@@ -56,20 +60,24 @@ class Command(BaseCommand):
         lines = [f"line {number}: {why}" for number, why in failure.problems.items()]
         done = failure.outcome
         if dry_run:
-            lines.append(f"{len(failure.problems)} bad line(s); nothing was written")
+            lines.append(f"{counted(len(failure.problems), 'bad line')}; nothing was written")
         elif not done.records:
             lines.append("nothing was written; fix the file and run again")
         else:
+            were = "was" if done.records == 1 else "were"
             lines.append(f"nothing of the batch holding line {min(failure.problems)} was "
-                         f"written; the {done.records} record(s) before it were ({done.appended} "
-                         "entries appended). Fix the file and run again: records already "
-                         "written append nothing.")
+                         f"written; the {counted(done.records, 'record')} before it {were} "
+                         f"({counted(done.appended, 'entry', 'entries')} appended). Fix the "
+                         "file and run again: records already written append nothing.")
         return "\n".join(lines)
 
     def summary(self, feed: str, done: importing.Outcome, dry_run: bool) -> str:
         if dry_run:
-            return f"{done.records} records checked; nothing was written"
+            return f"{counted(done.records, 'record')} checked; nothing was written"
         kinds = ", ".join(f"{count} {kind}d" for kind, count in sorted(done.kinds.items()))
-        return (f"{feed}: {done.records} records in {done.batches} batch(es): "
-                f"{done.appended} entries appended ({kinds or 'none'}), {done.unchanged} "
-                "unchanged")
+        missing = (f", {counted(done.missing, 'delete')} of keys the feed does not have "
+                   "skipped" if done.missing else "")
+        return (f"{feed}: {counted(done.records, 'record')} in "
+                f"{counted(done.batches, 'batch', 'batches')}: "
+                f"{counted(done.appended, 'entry', 'entries')} appended ({kinds or 'none'}), "
+                f"{done.unchanged} unchanged{missing}")
