@@ -17,7 +17,7 @@ from typing import Any
 from django.core.exceptions import RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import InterfaceError, OperationalError
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse
 from django.views import defaults
 from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
@@ -25,6 +25,7 @@ from rest_framework.views import exception_handler
 
 from archives.log.publishing import BatchError, FeedPromised, PreconditionFailed
 from archives.models import Feed, Record
+from archives.serving.negotiation import json_error
 
 logger = logging.getLogger(__name__)
 
@@ -152,10 +153,3 @@ def server_error(request: HttpRequest) -> HttpResponse:
 
 def _is_api(request: HttpRequest) -> bool:
     return request.path_info.startswith(API_PREFIX)
-
-
-def json_error(status_code: int, detail: str,
-               headers: dict[str, str] | None = None) -> JsonResponse:
-    """An error answered in JSON outside DRF (here, and by the document URLs that serve
-    JSON: archives/serving/negotiation.py), in the shape DRF's answers are given."""
-    return JsonResponse({"detail": detail}, status=status_code, headers=headers)

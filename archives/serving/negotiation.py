@@ -20,11 +20,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import wraps
 
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.http.request import MediaType
 from django.utils.cache import patch_vary_headers
-
-from archives.api.exceptions import json_error
 
 # The formats an Accept header can choose, by their media types.
 FORMATS = {"text/html": "html", "application/xhtml+xml": "html", "application/json": "json"}
@@ -88,3 +86,10 @@ def negotiated(*offered: str) -> Callable:
             return response
         return negotiating
     return decorate
+
+
+def json_error(status_code: int, detail: str,
+               headers: dict[str, str] | None = None) -> JsonResponse:
+    """An error answered in JSON outside DRF (by the document URLs that serve JSON, and by the
+    API's own handlers: archives/api/exceptions.py), in the shape DRF's answers are given."""
+    return JsonResponse({"detail": detail}, status=status_code, headers=headers)
