@@ -258,3 +258,31 @@ def test_a_pass_killed_after_storing_pages_has_moved_the_feeds_dates(moved, monk
     assert all(NEW.encode() in bytes(body)
                for body in ArchivePage.objects.values_list("body", flat=True))
     assert Feed.objects.values_list("subscription_modified", flat=True).get() > before
+
+
+def test_a_rerun_after_a_killed_pass_exports_the_pages_that_pass_rendered(
+        moved, monkeypatch, pages_dir):
+    """The docs say to run the command again after an interruption: the rerun finds the
+    killed pass's pages current, and still exports them."""
+    def killed(self):
+        raise KeyboardInterrupt  # after storing the sealed pages, before exporting them
+
+    with monkeypatch.context() as patched:
+        patched.setattr(rerendering._Pages, "snapshot_pages", killed)
+        with pytest.raises(KeyboardInterrupt):
+            rerender()
+    index = pages_dir / "feeds/books/archives/1/index.xml"
+    assert OLD.encode() in index.read_bytes()  # not exported yet
+
+    out = rerender()
+
+    assert "0 sealed pages and 2 snapshot pages rendered again" in out
+    assert "; 2 pages exported" in out
+    assert not export.pending("books", settled=False).exists()
+    for number, name in ((1, "index.xml"), (2, "open.xml")):
+        page = ArchivePage.objects.get(feed__slug="books", number=number)
+        directory = pages_dir / f"feeds/books/archives/{number}"
+        assert (directory / name).read_bytes() == bytes(page.body)
+        assert NEW.encode() in (directory / name).read_bytes()
+        assert (directory / "rss" / name).read_bytes() == bytes(page.rss)
+    assert NEW.encode() in (pages_dir / "feeds/books/pages/1").read_bytes()

@@ -32,7 +32,7 @@ from urllib.parse import quote
 
 from django.conf import settings
 from django.db import models, transaction
-from django.db.models import F, Value
+from django.db.models import F, Max, Value
 from django.db.models.functions import Greatest
 from lxml import etree
 
@@ -85,12 +85,20 @@ def rerender(*, slug: str | None = None, dry_run: bool = False,
         # sealed with this base URL), so a second pass tells its subscribers nothing again.
         if not dry_run and not pages.touched and report.current == current:
             pages.touch()
-    if not dry_run and report.pages and settings.FEEDPUB_EXPORT_PAGES:
-        # A page is exported once its new Last-Modified second has come (export.py).
-        time.sleep(max(0.0, base.visible_second(base.change_stamp())
-                       - base.now().timestamp()))
-        report.exported = export.export_pending(slug=slug, limit=None)
+    if not dry_run and settings.FEEDPUB_EXPORT_PAGES:
+        report.exported = _export(slug)
     return report
+
+
+def _export(slug: str | None) -> int:
+    """Export every page whose files are behind: this pass's, and those an interrupted
+    pass stored (which this one finds current), once their Last-Modified second has come
+    (export.py)."""
+    newest = export.pending(slug, settled=False).aggregate(Max("modified"))["modified__max"]
+    if newest is None:
+        return 0
+    time.sleep(max(0.0, base.visible_second(newest) - base.now().timestamp()))
+    return export.export_pending(slug=slug, limit=None)
 
 
 class _Pages:
