@@ -4,9 +4,22 @@ another loopback name for the same server is redirected."""
 
 from __future__ import annotations
 
-from django.test import Client
+from io import StringIO
 
-from .factories import FeedFactory
+import pytest
+from django.contrib.auth.models import Permission, User
+from django.core.management import CommandError, call_command
+from django.db import connection
+from django.test import Client, override_settings
+from django.test.utils import CaptureQueriesContext
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from archives.log import publishing
+from archives.log.sealing import seal_feed
+from archives.models import Feed, Record, Snapshot
+
+from .factories import FeedFactory, record_data
 
 OLD, NEW = "http://127.0.0.1:8000", "http://127.0.0.1:8001"
 
@@ -64,3 +77,100 @@ def test_development_refuses_a_port_out_of_range_without_an_error(db, settings):
 
     for host in ("localhost:99999", "127.0.0.1:99999"):
         assert Client().get("/feeds/books/", HTTP_HOST=host).status_code == 421, host
+
+
+# The recorded base URL (archives/db/address.py): a process configured with another one
+# refuses to write or seal, whatever the host of any request.
+
+@pytest.fixture
+def sealed_under_old(db, settings, tmp_path):
+    """A feed written and sealed by a process with OLD; the next process has NEW (a second
+    terminal without the setting, say)."""
+    settings.FEEDPUB_BASE_URL = OLD
+    feed = FeedFactory(slug="books", page_size=2)
+    for n in range(1, 4):
+        publishing.put_record(feed=feed, key=f"k{n}", data=record_data(n))
+    seal_feed(feed)
+    settings.FEEDPUB_BASE_URL = NEW
+    return Feed.objects.get(pk=feed.pk)
+
+
+def refused(text: str) -> None:
+    assert f"FEEDPUB_BASE_URL={NEW}" in text
+    assert f"sealed under {OLD}" in text
+    assert "rerender_documents" in text
+
+
+def test_a_command_with_another_base_url_writes_nothing(sealed_under_old, tmp_path):
+    file = tmp_path / "more.jsonl"
+    file.write_text('{"key": "k9", "title": "Nine"}\n')
+
+    with pytest.raises(CommandError) as failure:
+        call_command("import_records", "books", str(file), stdout=StringIO())
+
+    refused(str(failure.value))
+    assert Feed.objects.get(pk=sealed_under_old.pk).last_seq == 3
+    assert not Record.objects.filter(key="k9").exists()
+
+
+def test_the_api_with_another_base_url_answers_503_naming_both(sealed_under_old):
+    user = User.objects.create_user("producer")
+    user.user_permissions.set(Permission.objects.filter(
+        codename__in=["add_record", "change_record", "delete_record"]))
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+
+    response = client.put("/api/feeds/books/records/k9", {"title": "Nine"}, format="json",
+                          HTTP_HOST="127.0.0.1:8001")
+
+    assert response.status_code == 503
+    refused(response.json()["detail"])
+    assert Feed.objects.get(pk=sealed_under_old.pk).last_seq == 3
+
+
+def test_the_sealer_and_a_snapshot_with_another_base_url_refuse(sealed_under_old):
+    with override_settings(FEEDPUB_BASE_URL=OLD, FEEDPUB_SEAL_ON_WRITE=False):
+        publishing.put_record(feed=sealed_under_old, key="k4", data=record_data(4))
+    with pytest.raises(CommandError) as failure:
+        call_command("seal_archives", stdout=StringIO(), stderr=StringIO())
+    refused(str(failure.value))
+    assert Feed.objects.get(pk=sealed_under_old.pk).sealed_pages == 1
+
+    with pytest.raises(CommandError) as failure:
+        call_command("snapshot", "--feed", "books", "--no-progress", stdout=StringIO(),
+                     stderr=StringIO())
+    refused(str(failure.value))
+    assert not Snapshot.objects.exists()
+
+
+def test_a_fresh_database_records_the_first_base_url_for_every_feed(db, settings):
+    settings.FEEDPUB_BASE_URL = OLD
+    publishing.put_record(feed=FeedFactory(slug="books"), key="k1", data=record_data(1))
+    assert Feed.objects.get(slug="books").base_url == OLD
+
+    settings.FEEDPUB_BASE_URL = NEW  # a feed never written: still one service, one address
+    with pytest.raises(CommandError) as failure:
+        publishing.put_record(feed=FeedFactory(slug="music"), key="k1", data=record_data(1))
+    refused(str(failure.value))
+    assert Feed.objects.get(slug="music").base_url == ""
+
+
+def test_rerender_documents_moves_the_recorded_base_url(sealed_under_old):
+    call_command("rerender_documents", "--no-progress", stdout=StringIO(), stderr=StringIO())
+
+    assert Feed.objects.get(pk=sealed_under_old.pk).base_url == NEW
+    publishing.put_record(feed=sealed_under_old, key="k9", data=record_data(9))
+    with override_settings(FEEDPUB_BASE_URL=OLD), pytest.raises(CommandError) as failure:
+        publishing.put_record(feed=sealed_under_old, key="k10", data=record_data(10))
+    assert f"FEEDPUB_BASE_URL={OLD}" in str(failure.value)
+    assert f"sealed under {NEW}" in str(failure.value)
+
+
+def test_the_check_adds_no_query_to_a_write(sealed_under_old):
+    Feed.objects.update(base_url=NEW)  # (moved)
+    with CaptureQueriesContext(connection) as queries:
+        publishing.put_record(feed=sealed_under_old, key="k1", data=record_data(1, title="x"))
+    # The feed row's read (its lock) and its update, as before: the check reads that row.
+    assert [query["sql"].split()[0] for query in queries.captured_queries
+            if 'FROM "archives_feed"' in query["sql"] or 'UPDATE "archives_feed"'
+            in query["sql"]] == ["SELECT", "UPDATE"]

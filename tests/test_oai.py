@@ -212,7 +212,7 @@ def stamp_updates(feed, moments: dict[str, datetime]):
     """Give records the datestamps a test needs (the write path stamps now)."""
     for key, moment in moments.items():
         put(feed, key)
-        Record.objects.filter(feed=feed, key=key).update(updated=moment)
+        Record.objects.filter(feed=feed, key=key).update(updated=moment, datestamp=moment)
 
 
 def test_from_and_until_select_by_datestamp_inclusively_in_both_granularities(client, books):
