@@ -4,7 +4,12 @@ another loopback name for the same server is redirected."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
 from io import StringIO
+from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import Permission, User
@@ -174,3 +179,61 @@ def test_the_check_adds_no_query_to_a_write(sealed_under_old):
     assert [query["sql"].split()[0] for query in queries.captured_queries
             if 'FROM "archives_feed"' in query["sql"] or 'UPDATE "archives_feed"'
             in query["sql"]] == ["SELECT", "UPDATE"]
+
+
+# Settings from the checkout's .env (feedpub/envfile.py), for every process.
+
+ROOT = Path(__file__).resolve().parent.parent
+PRINT_SETTINGS = ("from django.conf import settings; "
+                  "print(settings.FEEDPUB_BASE_URL, settings.FEEDPUB_PAGE_SIZE)")
+
+
+def environment(**more: str) -> dict[str, str]:
+    """This test run's environment without what the tests set, as a new terminal has it."""
+    unset = ("PYTEST_VERSION", "FEEDPUB_DOTENV", "FEEDPUB_BASE_URL", "FEEDPUB_PAGE_SIZE",
+             "WEB_CONCURRENCY")
+    return {**{name: value for name, value in os.environ.items() if name not in unset},
+            **more}
+
+
+def run(args: list[str], cwd: Path, env: dict[str, str]) -> str:
+    done = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True,  # noqa: S603
+                          check=False, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.strip()
+
+
+def test_every_command_reads_the_dotenv_file_under_the_environment(tmp_path):
+    dotenv = tmp_path / "settings.env"
+    dotenv.write_text(f"FEEDPUB_BASE_URL={NEW}\nFEEDPUB_PAGE_SIZE=7\nWEB_CONCURRENCY=3\n")
+
+    shell = [sys.executable, "manage.py", "shell", "--no-imports", "-c", PRINT_SETTINGS]
+    assert run(shell, ROOT, environment(FEEDPUB_DOTENV=str(dotenv))) == f"{NEW} 7"
+    assert run(shell, ROOT, environment(FEEDPUB_DOTENV=str(dotenv), FEEDPUB_PAGE_SIZE="9")) \
+        == f"{NEW} 9"  # the environment wins
+    gunicorn = [sys.executable, "-c", "import runpy; "
+                "print(runpy.run_path('deploy/gunicorn.conf.py')['workers'])"]
+    assert run(gunicorn, ROOT, environment(FEEDPUB_DOTENV=str(dotenv))) == "3"
+
+    missing = subprocess.run(shell, cwd=ROOT, env=environment(FEEDPUB_DOTENV=str(  # noqa: S603
+        tmp_path / "nope.env")), capture_output=True, text=True, check=False, timeout=120)
+    assert missing.returncode != 0
+    assert f"FEEDPUB_DOTENV={tmp_path / 'nope.env'}: no such file" in missing.stderr
+
+
+def test_the_checkouts_dotenv_is_read_except_by_a_test_run(tmp_path):
+    """A copy of the settings in a checkout of its own: its .env is read by default, but
+    not by a test run (PYTEST_VERSION) or whatever it starts, unless FEEDPUB_DOTENV says."""
+    shutil.copytree(ROOT / "feedpub", tmp_path / "feedpub",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / ".env").write_text(f"FEEDPUB_BASE_URL={NEW}\n")
+    python = [sys.executable, "-c", "import feedpub.settings as settings; "
+              "print(settings.FEEDPUB_BASE_URL, settings.FEEDPUB_PAGE_SIZE)"]
+    own = {"PYTHONPATH": str(tmp_path)}
+
+    assert run(python, tmp_path, environment(**own)) == f"{NEW} 100"
+    assert run(python, tmp_path, environment(PYTEST_VERSION="9", **own)) == f"{OLD} 100"
+    assert run(python, tmp_path, environment(PYTEST_VERSION="9", **own,
+                                             FEEDPUB_DOTENV=str(tmp_path / ".env"))) \
+        == f"{NEW} 100"
+    assert run(python, tmp_path, environment(FEEDPUB_DOTENV="", **own)) == f"{OLD} 100"
