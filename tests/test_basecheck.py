@@ -237,3 +237,19 @@ def test_the_checkouts_dotenv_is_read_except_by_a_test_run(tmp_path):
                                              FEEDPUB_DOTENV=str(tmp_path / ".env"))) \
         == f"{NEW} 100"
     assert run(python, tmp_path, environment(FEEDPUB_DOTENV="", **own)) == f"{OLD} 100"
+
+
+def test_the_migration_records_the_base_url_a_feed_was_sealed_under(sealed_under_old):
+    """A database sealed before addresses were recorded: each feed with sealed pages takes
+    the base URL of its newest page's self link."""
+    from importlib import import_module
+
+    from django.apps import apps
+
+    migration = import_module("archives.migrations.0015_base_url_and_oai_datestamp")
+    Feed.objects.update(base_url="")
+    FeedFactory(slug="empty")
+
+    migration.record_base_urls(apps, None)
+
+    assert dict(Feed.objects.values_list("slug", "base_url")) == {"books": OLD, "empty": ""}
