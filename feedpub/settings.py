@@ -223,6 +223,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # 503, not 500, for a write refused for its base URL (archives/db/address.py).
+    "archives.serving.basecheck.WrongBaseUrlMiddleware",
 ]
 
 ROOT_URLCONF = "feedpub.urls"

@@ -253,3 +253,17 @@ def test_the_migration_records_the_base_url_a_feed_was_sealed_under(sealed_under
     migration.record_base_urls(apps, None)
 
     assert dict(Feed.objects.values_list("slug", "base_url")) == {"books": OLD, "empty": ""}
+
+
+def test_the_admin_with_another_base_url_answers_503_naming_both(sealed_under_old,
+                                                                   admin_client):
+    with override_settings(FEEDPUB_BASE_URL=OLD, FEEDPUB_SEAL_ON_WRITE=False):
+        publishing.put_record(feed=sealed_under_old, key="k4", data=record_data(4))
+
+    response = admin_client.post("/admin/archives/feed/", {
+        "action": "seal_now", "_selected_action": [sealed_under_old.pk]},
+        HTTP_HOST="127.0.0.1:8001")
+
+    assert response.status_code == 503
+    refused(response.content.decode())
+    assert Feed.objects.get(pk=sealed_under_old.pk).sealed_pages == 1
