@@ -250,8 +250,8 @@ def test_a_page_sealed_before_deletions_had_a_content_type_is_rendered_as_it_was
 
 
 def test_a_pass_killed_after_storing_pages_has_moved_the_feeds_dates(moved, monkeypatch):
-    """The dates move in the transaction of the first pages stored: a second pass, which
-    finds those pages current, need not (and does not) move them."""
+    """The feed's dates move before its first pages are stored: a second pass, which finds
+    the feed recorded under the new base URL, need not (and does not) move them."""
     before = Feed.objects.values_list("subscription_modified", flat=True).get()
 
     def killed(self):
