@@ -79,6 +79,10 @@ class Feed(models.Model):
     description_modified = models.DateTimeField(default=timezone.now, editable=False)
     # The subscription document: every write, seal and description change.
     subscription_modified = models.DateTimeField(default=timezone.now, editable=False)
+    # The FEEDPUB_BASE_URL its documents are sealed under, recorded by its first write or
+    # seal ("" until then); a process configured with another refuses to write or seal,
+    # and only `rerender_documents` moves it (archives/log/address.py).
+    base_url = models.CharField(max_length=2000, blank=True, default="", editable=False)
 
     class Meta:
         ordering = ["slug"]
@@ -155,6 +159,9 @@ class Record(models.Model):
     # The record's last modified time: the `updated` of its newest entry.
     updated = models.DateTimeField()
     deleted_at = models.DateTimeField(null=True, blank=True)
+    # Its OAI-PMH datestamp: `updated`, or later once its feed moved to another base URL
+    # after it (rerender_documents), since its URLs in OAI-PMH changed then.
+    datestamp = models.DateTimeField()
 
     class Meta:
         ordering = ["feed", "key"]
@@ -165,9 +172,10 @@ class Record(models.Model):
         indexes = [
             # Serves the API's "changed since" listing: WHERE feed_id = ? ORDER BY updated, id
             models.Index(fields=["feed", "updated", "id"], name="record_feed_updated"),
-            # Serves OAI-PMH lists over every feed (archives/oai/repository.py):
-            # WHERE updated >= ? AND (updated > ? OR id > ?) ORDER BY updated, id LIMIT ?
-            models.Index(fields=["updated", "id"], name="record_updated"),
+            # Serve OAI-PMH lists over every feed, and of one (archives/oai/repository.py):
+            # WHERE datestamp >= ? AND (datestamp > ? OR id > ?) ORDER BY datestamp, id LIMIT ?
+            models.Index(fields=["datestamp", "id"], name="record_datestamp"),
+            models.Index(fields=["feed", "datestamp", "id"], name="record_feed_datestamp"),
         ]
 
     def __str__(self) -> str:

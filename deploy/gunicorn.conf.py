@@ -12,6 +12,10 @@ from __future__ import annotations
 import multiprocessing
 import os
 
+from feedpub import envfile
+
+envfile.load()  # a checkout's .env, for these settings too (the app's read it again)
+
 bind = os.environ.get("GUNICORN_BIND", "0.0.0.0:8000")  # noqa: S104 (inside a container)
 workers = int(os.environ.get("WEB_CONCURRENCY", str(2 * multiprocessing.cpu_count())))
 worker_class = os.environ.get("GUNICORN_WORKER_CLASS", "sync")

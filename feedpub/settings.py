@@ -14,7 +14,13 @@ from urllib.parse import quote, urlsplit
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from feedpub import envfile
+
 BASE_DIR = Path(__file__).resolve().parent.parent
+
+# The checkout's .env first, under the environment (feedpub/envfile.py): every process,
+# whatever its terminal, has the same settings, FEEDPUB_BASE_URL above all.
+envfile.load()
 
 
 def env(name: str, default: str | None = None) -> str | None:
@@ -218,6 +224,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # 503, not 500, for a write refused for its base URL (archives/db/address.py).
+    "archives.serving.basecheck.WrongBaseUrlMiddleware",
 ]
 
 ROOT_URLCONF = "feedpub.urls"

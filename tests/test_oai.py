@@ -212,7 +212,7 @@ def stamp_updates(feed, moments: dict[str, datetime]):
     """Give records the datestamps a test needs (the write path stamps now)."""
     for key, moment in moments.items():
         put(feed, key)
-        Record.objects.filter(feed=feed, key=key).update(updated=moment)
+        Record.objects.filter(feed=feed, key=key).update(updated=moment, datestamp=moment)
 
 
 def test_from_and_until_select_by_datestamp_inclusively_in_both_granularities(client, books):
@@ -513,3 +513,24 @@ def test_no_input_gets_a_5xx_and_every_answer_validates(client, books):
         document = ask(client, "get" if rng.random() < 0.7 else "post", **params)
         if not error_codes(document):  # then the answer is the verb's element
             assert document[2].tag == f"{{{NS['o']}}}{params['verb'][0]}"
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(("in_set", "index"), [(False, "record_datestamp"),
+                                               (True, "record_feed_datestamp")])
+def test_lists_are_read_by_the_datestamp_indexes(books, in_set, index):
+    """Selected (from, until) and resumed (after a position) by a datestamp index, which a
+    move of the feed (rerender_documents) moves with the records' datestamps."""
+    from archives.db import fastsql
+
+    for n in range(1, 4):
+        put(books, f"k{n}", n)
+    moment = Record.objects.get(key="k2").datestamp
+    sql = fastsql.oai_records_sql(feed=in_set, start=True, end=True, after=True,
+                                  content=True)
+    params = [*([books.pk] if in_set else []), moment, moment, moment, moment, 1, 100]
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("EXPLAIN " + sql, params)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert f"Index Scan using {index} " in plan, plan

@@ -4,22 +4,25 @@ other than FEEDPUB_BASE_URL's (archives/serving/basecheck.py)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from email.utils import parsedate_to_datetime
 from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db.models import F
 from django.test import Client
 
 from archives.documents import base, linkedpages
 from archives.documents.base import final_pages, gzipped_bodies, subscription_bodies
 from archives.log import publishing, rerendering
 from archives.log.sealing import seal_feed
-from archives.models import ArchivePage, Feed, SnapshotPage
+from archives.models import ArchivePage, Feed, Record, SnapshotPage
 from archives.storage import export
 from archives.storage.snapshots import take_snapshot
 
 from .factories import FeedFactory, record_data
+from .oai import NS, ask, response_date, walk
 
 OLD, NEW = "http://127.0.0.1:8000", "http://127.0.0.1:8001"  # the same length: see below
 ATOM = "application/atom+xml"
@@ -178,7 +181,10 @@ def seal_pages_3_and_4() -> None:
 
 
 def test_a_page_linked_by_a_sealer_that_had_the_new_base_url_is_rendered_again(moved):
+    # A sealer of a release that recorded no base URL (this one refuses: test_wrong_...)
+    Feed.objects.update(base_url=NEW)
     seal_pages_3_and_4()  # with NEW: page 2 has OLD links and a NEW next-archive link
+    Feed.objects.update(base_url=OLD)
     assert NEW.encode() in bytes(ArchivePage.objects.get(feed__slug="books", number=2).body)
 
     out = rerender()
@@ -244,8 +250,8 @@ def test_a_page_sealed_before_deletions_had_a_content_type_is_rendered_as_it_was
 
 
 def test_a_pass_killed_after_storing_pages_has_moved_the_feeds_dates(moved, monkeypatch):
-    """The dates move in the transaction of the first pages stored: a second pass, which
-    finds those pages current, need not (and does not) move them."""
+    """The feed's dates move before its first pages are stored: a second pass, which finds
+    the feed recorded under the new base URL, need not (and does not) move them."""
     before = Feed.objects.values_list("subscription_modified", flat=True).get()
 
     def killed(self):
@@ -258,3 +264,79 @@ def test_a_pass_killed_after_storing_pages_has_moved_the_feeds_dates(moved, monk
     assert all(NEW.encode() in bytes(body)
                for body in ArchivePage.objects.values_list("body", flat=True))
     assert Feed.objects.values_list("subscription_modified", flat=True).get() > before
+
+
+def test_a_rerun_after_a_killed_pass_exports_the_pages_that_pass_rendered(
+        moved, monkeypatch, pages_dir):
+    """The docs say to run the command again after an interruption: the rerun finds the
+    killed pass's pages current, and still exports them."""
+    def killed(self):
+        raise KeyboardInterrupt  # after storing the sealed pages, before exporting them
+
+    with monkeypatch.context() as patched:
+        patched.setattr(rerendering._Pages, "snapshot_pages", killed)
+        with pytest.raises(KeyboardInterrupt):
+            rerender()
+    index = pages_dir / "feeds/books/archives/1/index.xml"
+    assert OLD.encode() in index.read_bytes()  # not exported yet
+
+    out = rerender()
+
+    assert "0 sealed pages and 2 snapshot pages rendered again" in out
+    assert "; 2 pages exported" in out
+    assert not export.pending("books", settled=False).exists()
+    for number, name in ((1, "index.xml"), (2, "open.xml")):
+        page = ArchivePage.objects.get(feed__slug="books", number=number)
+        directory = pages_dir / f"feeds/books/archives/{number}"
+        assert (directory / name).read_bytes() == bytes(page.body)
+        assert NEW.encode() in (directory / name).read_bytes()
+        assert (directory / "rss" / name).read_bytes() == bytes(page.rss)
+    assert NEW.encode() in (pages_dir / "feeds/books/pages/1").read_bytes()
+
+
+def test_an_incremental_oai_harvest_after_the_move_gets_every_record_at_its_new_url(
+        moved, client, settings):
+    """The records' URLs in OAI-PMH (dc:identifier, the feedpub format's url) changed with
+    the move: their datestamps move with it, so that a harvester that harvests from its
+    last responseDate gets them again; their `updated` stays their last change's."""
+    hour = timedelta(hours=1)  # changes an hour old: a harvester has them all
+    Record.objects.update(updated=F("updated") - hour, datestamp=F("datestamp") - hour)
+    updated = dict(Record.objects.values_list("key", "updated"))
+    settings.FEEDPUB_BASE_URL = OLD
+    harvested = ask(client, verb="ListRecords", metadataPrefix="oai_dc")
+    assert len(harvested.findall(".//o:record", NS)) == 6
+    since = response_date(harvested)
+    assert not ask(client, verb="ListRecords", metadataPrefix="oai_dc", from_=since).findall(
+        ".//o:record", NS)  # caught up
+
+    settings.FEEDPUB_BASE_URL = NEW
+    rerender()
+
+    settings.FEEDPUB_OAI_PAGE_SIZE = 4  # resumed by a token, too
+    for prefix, url in (("oai_dc", "dc:identifier"), ("feedpub", "fp:url")):
+        documents, records = walk(client, "ListRecords", metadataPrefix=prefix, from_=since)
+        assert len(documents) == 2
+        keys = [record.findtext(".//o:identifier", namespaces=NS).rsplit("/", 1)[1]
+                for record in records]
+        assert sorted(keys) == ["k1", "k2", "k3", "k4", "k5", "k6"]
+        for record in records:
+            assert record.findtext(".//o:datestamp", namespaces=NS) >= since
+            if record.find("o:header", NS).get("status") == "deleted":
+                continue
+            assert record.findtext(f".//{url}", namespaces=NS).startswith(NEW + "/feeds/")
+            if prefix == "feedpub":  # a move is not a change of the record
+                key = record.findtext(".//fp:key", namespaces=NS)
+                assert record.findtext(".//fp:updated", namespaces=NS) == \
+                    updated[key].isoformat().replace("+00:00", "Z")
+    # Selected by the new datestamps: nothing before the move, ...
+    assert not ask(client, verb="ListIdentifiers", metadataPrefix="oai_dc",
+                   until=since).findall(".//o:header", NS)
+    # ... and the log and the API keep each record's updated as its entry's.
+    assert dict(Record.objects.values_list("key", "updated")) == updated
+    answer = client.get("/api/feeds/books/records/k1", HTTP_ACCEPT="application/json")
+    assert answer.json()["updated"].replace("Z", "+00:00") == updated["k1"].isoformat()
+
+    # Once only: a second pass moves nothing.
+    stamps = dict(Record.objects.values_list("key", "datestamp"))
+    rerender()
+    assert dict(Record.objects.values_list("key", "datestamp")) == stamps

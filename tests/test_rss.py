@@ -378,6 +378,8 @@ def served(settings, client, sealed_feed):
     """Our own twins, served by the hand-made server (to be broken there)."""
     with FeedServer() as server:
         settings.FEEDPUB_BASE_URL = server.base
+        # (twins rendered anew with the server's address: the feed's recorded one too)
+        Feed.objects.filter(pk=sealed_feed.pk).update(base_url=server.base)
         ArchivePage.objects.filter(feed=sealed_feed).update(rss=None)  # rendered anew
         freeze_rss_pages()
         for url in ("/feeds/books/rss/", "/feeds/books/archives/1/rss/",

@@ -23,6 +23,7 @@ from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
+from archives.db.address import WrongBaseURL
 from archives.log.publishing import BatchError, FeedPromised, PreconditionFailed
 from archives.models import Feed, Record
 from archives.serving.negotiation import json_error
@@ -56,6 +57,13 @@ class ServiceUnavailable(exceptions.APIException):
     default_detail = "The database is unavailable; try again shortly."
     default_code = "service_unavailable"
     wait = RETRY_AFTER_SECONDS  # DRF sends it as Retry-After
+
+
+class WrongAddress(exceptions.APIException):
+    """This process is configured with another base URL than the feed is sealed under."""
+
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_code = "wrong_base_url"
 
 
 class Invalid(exceptions.ValidationError):
@@ -97,6 +105,9 @@ def handle(exc: Exception, context: dict) -> Response | None:
     elif isinstance(exc, DATABASE_DOWN):
         logger.error("API request failed: the database is unavailable", exc_info=exc)
         exc = ServiceUnavailable()
+    elif isinstance(exc, WrongBaseURL):  # this server's configuration, not the request
+        logger.error("API write refused: %s", exc)
+        exc = WrongAddress(str(exc))
     response = exception_handler(exc, context)
     if response is None:
         return None

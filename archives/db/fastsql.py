@@ -16,7 +16,7 @@
   hex text in which bytea otherwise comes back (archives/storage/export.py).
 - `entry_rows`: a range of a feed's entries, for every document that shows them (sealing
   reads each entry once), without the ORM's per-row costs.
-- `oai_records`: a page of records in (updated, id) order, for OAI-PMH's lists
+- `oai_records`: a page of records in (datestamp, id) order, for OAI-PMH's lists
   (archives/oai/repository.py), without the ORM's per-row and compiling costs.
 """
 
@@ -295,24 +295,24 @@ def oai_records_sql(*, feed: bool, start: bool, end: bool, after: bool,
     feeds = connection.ops.quote_name(Feed._meta.db_table)
     where = [condition for condition, wanted in (
         ("r.feed_id = %s", feed),
-        ("r.updated >= %s", start),
-        ("r.updated < %s", end),
-        # The row comparison (updated, id) > (%s, %s), spelt so that every database uses
-        # the (updated, id) or (feed, updated, id) index for it.
-        ("r.updated >= %s AND (r.updated > %s OR r.id > %s)", after),
+        ("r.datestamp >= %s", start),
+        ("r.datestamp < %s", end),
+        # The row comparison (datestamp, id) > (%s, %s), spelt so that every database uses
+        # the (datestamp, id) or (feed, datestamp, id) index for it.
+        ("r.datestamp >= %s AND (r.datestamp > %s OR r.id > %s)", after),
     ) if wanted]
-    return ("SELECT r.key, r.updated, r.deleted_at, f.slug, f.uuid, r.id"  # noqa: S608
+    return ("SELECT r.key, r.datestamp, r.updated, r.deleted_at, f.slug, f.uuid, r.id"  # noqa: S608
             + (", r.title, r.summary, r.metadata, r.links, r.created" if content else "")
             + f" FROM {records} r JOIN {feeds} f ON f.id = r.feed_id"
             + (f" WHERE {' AND '.join(where)}" if where else "")
-            + " ORDER BY r.updated, r.id LIMIT %s")
+            + " ORDER BY r.datestamp, r.id LIMIT %s")
 
 
 def oai_records(*, feed_id: int | None, start: datetime | None, end: datetime | None,
                 after: tuple[datetime, int] | None, content: bool, limit: int) -> list[tuple]:
-    """Up to `limit` records (of one feed, or all) with start <= updated < end, after the
-    position `after` = (updated, id), in (updated, id) order: each as (key, updated,
-    deleted_at, feed slug, feed uuid, id) and, with `content`, (title, summary, metadata,
+    """Up to `limit` records (of one feed, or all) with start <= datestamp < end, after the
+    position `after` = (datestamp, id), in (datestamp, id) order: each as (key, datestamp,
+    updated, deleted_at, feed slug, feed uuid, id) and, with `content`, (title, summary, metadata,
     links, created) after them; JSON decoded, timestamps aware, the uuid a UUID."""
     moment = connection.ops.adapt_datetimefield_value  # as the ORM sends a timestamp
     params = [value for value, wanted in ((feed_id, feed_id is not None),
@@ -334,11 +334,11 @@ def oai_records(*, feed_id: int | None, start: datetime | None, end: datetime | 
         if not content:
             return rows
         loads = json.loads
-        return [(*row[:8], loads(row[8]), loads(row[9]), row[10]) for row in rows]
+        return [(*row[:9], loads(row[9]), loads(row[10]), row[11]) for row in rows]
 
     def converted(row: tuple) -> tuple:  # SQLite: text for timestamps, JSON and the uuid
-        key, updated, deleted_at, slug, feed_uuid, pk, *more = row
-        head = (key, _aware(updated), deleted_at and _aware(deleted_at), slug,
+        key, stamp, updated, deleted_at, slug, feed_uuid, pk, *more = row
+        head = (key, _aware(stamp), _aware(updated), deleted_at and _aware(deleted_at), slug,
                 uuid.UUID(feed_uuid), pk)
         if not content:
             return head

@@ -29,7 +29,7 @@ from django.db.models.functions import Lower
 from django.dispatch import receiver
 from django.utils import timezone
 
-from archives.db import fastsql
+from archives.db import address, fastsql
 from archives.db.heads import announce
 from archives.documents import base
 from archives.models import Entry, Feed, Record, Snapshot
@@ -172,6 +172,7 @@ def _write(
             locked = Feed.objects.select_for_update().get(slug=feed)
         else:
             locked = Feed.objects.select_for_update().get(pk=feed.pk)
+        address.check(locked)  # (on the row just locked: no query of its own)
         full_before = locked.full_pages
         changes = _Changes(locked, missing_ok=missing_ok)
         results = changes.apply(operations, if_match=if_match)
@@ -185,7 +186,7 @@ def _write(
                 locked.subscription_modified, base.change_stamp())
             Feed.objects.filter(pk=locked.pk).update(
                 last_seq=locked.last_seq, last_updated=locked.last_updated,
-                subscription_modified=locked.subscription_modified,
+                subscription_modified=locked.subscription_modified, base_url=locked.base_url,
             )
             announce(locked.pk)
             if locked.full_pages > locked.sealed_pages and settings.FEEDPUB_SEAL_ON_WRITE:
@@ -256,7 +257,7 @@ class _Changes:
         seq, updated = self._next_stamp()
         if record.pk is None and record.created is None:
             record.created = updated
-        record.updated = updated
+        record.updated = record.datestamp = updated
         record.deleted_at = updated if kind == Entry.Kind.DELETE else None
         entry = _new_entry(self.feed, seq, record, kind, updated, title, summary, links,
                            metadata)
@@ -309,7 +310,7 @@ class _JsonOnce:
 
 
 RECORD_COLUMNS = ("id", "feed_id", "key", "title", "summary", "metadata", "links", "created",
-                  "updated", "deleted_at")
+                  "updated", "deleted_at", "datestamp")
 
 
 # Up to this many entries, a write inserts them with one INSERT rather than by COPY (and a
@@ -343,10 +344,11 @@ def _insert_records(records: list[Record], as_json: _JsonOnce) -> None:
 def _record_row(record: Record, as_json: _JsonOnce) -> tuple:
     return (record.pk, record.feed_id, record.key, record.title, record.summary,
             as_json(record.metadata), as_json(record.links), record.created, record.updated,
-            record.deleted_at)
+            record.deleted_at, record.datestamp)
 
 
-CHANGED_RECORD_COLUMNS = ("title", "summary", "metadata", "links", "updated", "deleted_at")
+CHANGED_RECORD_COLUMNS = ("title", "summary", "metadata", "links", "updated", "deleted_at",
+                          "datestamp")
 
 
 def _update_records(records: list[Record], as_json: _JsonOnce) -> None:
@@ -357,7 +359,7 @@ def _update_records(records: list[Record], as_json: _JsonOnce) -> None:
         return
     fastsql.update_rows(Record, CHANGED_RECORD_COLUMNS, [
         (record.pk, record.title, record.summary, as_json(record.metadata),
-         as_json(record.links), record.updated, record.deleted_at)
+         as_json(record.links), record.updated, record.deleted_at, record.datestamp)
         for record in records
     ])
 
@@ -392,7 +394,7 @@ ENTRY_FIELD_ORDER = ("id", *ENTRY_COLUMNS)
 
 
 def _new_record(feed: Feed, key: str) -> Record:
-    record = Record(None, feed.pk, key, "", "", {}, [], None, None, None)
+    record = Record(None, feed.pk, key, "", "", {}, [], None, None, None, None)
     _RECORD_FEED.set_cached_value(record, feed)
     return record
 

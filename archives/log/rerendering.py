@@ -16,9 +16,11 @@ later second, which moves its Last-Modified, the file ETag that names that secon
 exported files' times (the export pass writes them again: `exported` is now behind); its
 content hash follows its bytes. A snapshot page's ETag is the hash of its bytes; its
 Last-Modified is its last entity's (the format's rule), so it is revalidated by ETag only
-(documents/linked.py). The documents rendered per request changed bytes with the setting:
-every feed's `subscription_modified` and `description_modified` move to now, so their
-Last-Modified does too (not again for a feed whose frozen documents an earlier pass moved).
+(documents/linked.py). The documents rendered per request changed bytes with the setting,
+and so did every record's URLs in OAI-PMH: a feed recorded under another base URL moves
+first (`_move`): its recorded address, its `subscription_modified` and
+`description_modified` (so their Last-Modified) and its records' OAI datestamps move to
+now, once (a second pass finds it recorded under the base URL already).
 """
 
 from __future__ import annotations
@@ -32,14 +34,15 @@ from urllib.parse import quote
 
 from django.conf import settings
 from django.db import models, transaction
-from django.db.models import F, Value
+from django.db.models import F, Max, Value
 from django.db.models.functions import Greatest
+from django.utils import timezone
 from lxml import etree
 
 from archives.db.heads import announce
 from archives.documents import atom, base, linkedpages
 from archives.documents.feeds import ArchiveDocument, RssArchiveDocument
-from archives.models import ArchivePage, Entry, Feed, SnapshotPage
+from archives.models import ArchivePage, Entry, Feed, Record, SnapshotPage
 from archives.storage import export
 
 BATCH = 20  # pages read (bodies and all) per query
@@ -75,22 +78,28 @@ def rerender(*, slug: str | None = None, dry_run: bool = False,
     report = Report()
     feeds = Feed.objects.order_by("pk")
     for feed in feeds if slug is None else feeds.filter(slug=slug):
-        current = report.current
+        # The feed moves first, once: a pass killed after this renders the rest of its
+        # documents when run again, and tells its subscribers and harvesters nothing again.
+        if not dry_run and feed.base_url != settings.FEEDPUB_BASE_URL:
+            _move(feed)
+            report.feeds += 1
         pages = _Pages(feed, report, dry_run, on_document)
         pages.archive_pages()
         pages.snapshot_pages()
-        # Its dates moved with the first documents stored (in their transaction: a pass
-        # killed after them leaves none unmoved). None stored: moved unless every frozen
-        # document uses the base URL already (an earlier pass moved the feed, or it was
-        # sealed with this base URL), so a second pass tells its subscribers nothing again.
-        if not dry_run and not pages.touched and report.current == current:
-            pages.touch()
-    if not dry_run and report.pages and settings.FEEDPUB_EXPORT_PAGES:
-        # A page is exported once its new Last-Modified second has come (export.py).
-        time.sleep(max(0.0, base.visible_second(base.change_stamp())
-                       - base.now().timestamp()))
-        report.exported = export.export_pending(slug=slug, limit=None)
+    if not dry_run and settings.FEEDPUB_EXPORT_PAGES:
+        report.exported = _export(slug)
     return report
+
+
+def _export(slug: str | None) -> int:
+    """Export every page whose files are behind: this pass's, and those an interrupted
+    pass stored (which this one finds current), once their Last-Modified second has come
+    (export.py)."""
+    newest = export.pending(slug, settled=False).aggregate(Max("modified"))["modified__max"]
+    if newest is None:
+        return 0
+    time.sleep(max(0.0, base.visible_second(newest) - base.now().timestamp()))
+    return export.export_pending(slug=slug, limit=None)
 
 
 class _Pages:
@@ -101,14 +110,6 @@ class _Pages:
         self.feed, self.report, self.dry_run = feed, report, dry_run
         self.on_document = on_document or (lambda: None)
         self.base_url = settings.FEEDPUB_BASE_URL
-        self.touched = False  # the feed's dates moved (`touch`)
-
-    def touch(self) -> None:
-        """Move the feed's dates once: inside the transaction storing its first documents."""
-        if not self.touched:
-            _touch(self.feed)
-            self.touched = True
-            self.report.feeds += 1
 
     def archive_pages(self) -> None:
         after = 0
@@ -168,7 +169,6 @@ class _Pages:
         one its next-archive link), which are left for rendering again."""
         changed = []
         with transaction.atomic():
-            self.touch()
             # Stamped just before the commit (base.py); a later second than the stored one,
             # so that the file ETag (second, length) moves even if the length does not.
             now = base.change_stamp()
@@ -193,7 +193,6 @@ class _Pages:
                         if (new := self.snapshot_page(pk, bytes(body), record_path))]
             if rendered and not self.dry_run:
                 with transaction.atomic():  # (only rerender_documents changes them)
-                    self.touch()
                     for pk, etag, new in rendered:
                         SnapshotPage.objects.filter(pk=pk, etag=etag).update(
                             body=new, etag=base.bytes_etag(new))
@@ -281,13 +280,22 @@ def _next_second(moment: datetime) -> datetime:
     return moment.replace(microsecond=0) + ONE_SECOND
 
 
-def _touch(feed: Feed) -> None:
-    """Move the Last-Modified of the feed's documents rendered per request: their bytes
-    changed with the base URL. At least a second later than before, so that their
-    Last-Modified (a whole second) moves even if they last changed within this one."""
+def _move(feed: Feed) -> None:
+    """Record FEEDPUB_BASE_URL as the feed's (archives/db/address.py), and say that what is
+    rendered per request changed with it, in one transaction:
+    - the Last-Modified of the feed's documents rendered per request: at least a second
+      later than before, so that it moves (a whole second) even if they last changed
+      within this one;
+    - the OAI-PMH datestamp of each of its records, whose URLs there changed: to the
+      moment of the move, stamped under the feed's lock as writes stamp theirs, so that
+      OAI-PMH's safe point covers it (archives/oai/repository.py) and an incremental
+      harvest from any earlier date gets every record again."""
     with transaction.atomic():
+        Feed.objects.select_for_update().only("pk").get(pk=feed.pk)
+        moved = timezone.now()
+        Record.objects.filter(feed=feed, datestamp__lt=moved).update(datestamp=moved)
         now = Value(base.change_stamp(), output_field=models.DateTimeField())
-        Feed.objects.filter(pk=feed.pk).update(**{
+        Feed.objects.filter(pk=feed.pk).update(base_url=settings.FEEDPUB_BASE_URL, **{
             name: Greatest(F(name) + ONE_SECOND, now)
             for name in ("subscription_modified", "description_modified")})
         announce(feed.pk)

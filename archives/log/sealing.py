@@ -24,7 +24,7 @@ from django.db import IntegrityError, models, transaction
 from django.db.models import F, Q, Value
 from django.db.models.functions import Greatest
 
-from archives.db import fastsql
+from archives.db import address, fastsql
 from archives.db.heads import announce
 from archives.documents import atom, base, linkedpages
 from archives.documents.feeds import ArchiveDocument, RssArchiveDocument
@@ -72,6 +72,8 @@ def seal_all(*, dry_run: bool = False, on_sealed: Callable[[int], None] | None =
             sealed += seal_feed(feed, dry_run=dry_run, on_sealed=on_sealed, stop=stop)
         except Feed.DoesNotExist:
             logger.info("feed %s was deleted while sealing", feed.slug)
+        except address.WrongBaseURL:
+            raise  # this process's configuration, not the feed's: it must not go on
         except Exception:
             logger.exception("sealing feed %s failed; the next pass tries again", feed.slug)
     if not dry_run:
@@ -110,7 +112,10 @@ def seal_feed(
     sealed: list[SealedPage] = []
     previous = None  # (number, (body, rss)) of the last page this call stored
     while (max_pages is None or len(sealed) < max_pages) and not stop():
-        feed.refresh_from_db(fields=["last_seq", "sealed_pages", *ArchiveDocument.feed_fields])
+        feed.refresh_from_db(fields=["last_seq", "sealed_pages", "base_url",
+                                     *ArchiveDocument.feed_fields])
+        recorded = feed.base_url  # the claim holds it unchanged
+        address.check(feed)
         first, last = feed.sealed_pages + 1, feed.full_pages
         if max_pages is not None:
             last = min(last, first + max_pages - len(sealed) - 1)
@@ -121,7 +126,7 @@ def seal_feed(
             break
         last = min(last, first + _pages_per_run(feed.page_size) - 1)
         try:
-            bodies = _seal_run(feed, first, last, previous)
+            bodies = _seal_run(feed, first, last, previous, recorded)
         except _LostRace:
             _check_progress(feed)
             previous = None  # go on from where the other sealer left the feed
@@ -142,9 +147,9 @@ def _check_progress(feed: Feed) -> None:
     """After a lost race the feed must have moved on: a winner commits its claim before the
     loser's insert fails. If nothing changed, a page row exists that no claim covers (a
     partial restore, a hand repair): retrying would spin forever, so say so instead."""
-    seen = (feed.sealed_pages, feed.slug, feed.page_size)
-    feed.refresh_from_db(fields=["sealed_pages", "slug", "page_size"])
-    if (feed.sealed_pages, feed.slug, feed.page_size) == seen:
+    seen = (feed.sealed_pages, feed.slug, feed.page_size, feed.base_url)
+    feed.refresh_from_db(fields=["sealed_pages", "slug", "page_size", "base_url"])
+    if (feed.sealed_pages, feed.slug, feed.page_size, feed.base_url) == seen:
         raise RuntimeError(
             f"feed {feed.slug}: page {feed.sealed_pages + 1} or a later one is stored but "
             f"sealed_pages is {feed.sealed_pages}; the archive needs repair"
@@ -156,10 +161,11 @@ def _sealed_page(feed: Feed, number: int) -> SealedPage:
                       number * feed.page_size)
 
 
-def _seal_run(feed: Feed, first: int, last: int, previous) -> list[tuple[bytes, bytes]]:
+def _seal_run(feed: Feed, first: int, last: int, previous,
+              recorded: str) -> list[tuple[bytes, bytes]]:
     """Render and store pages first..last; their (Atom, RSS) bodies. `previous` is the
     (number, bodies) this sealer stored last, which saves reading page first-1 back when it
-    is that page."""
+    is that page; `recorded`, the feed's base URL as read before rendering."""
     size = feed.page_size
     with _collector_paused():
         rows = atom.entry_rows(feed, (first - 1) * size + 1, last * size)
@@ -180,12 +186,15 @@ def _seal_run(feed: Feed, first: int, last: int, previous) -> list[tuple[bytes, 
             if first > 1:
                 known = previous[1] if previous and previous[0] == first - 1 else None
                 _link_previous_page(feed, first - 1, known, now)
-            # The pages were rendered with this slug and page size: claim them only if
-            # neither changed meanwhile (a belt: both are fixed once the feed has an entry).
+            # The pages were rendered with this slug, page size and base URL: claim them
+            # only if none changed meanwhile (slug and page size are fixed once the feed
+            # has an entry; a move by rerender_documents may come any time), recording the
+            # base URL if it was none.
             claimed = Feed.objects.filter(
-                pk=feed.pk, sealed_pages=first - 1, page_size=size, slug=feed.slug
-            ).update(sealed_pages=last, subscription_modified=_no_earlier(
-                "subscription_modified", now))
+                pk=feed.pk, sealed_pages=first - 1, page_size=size, slug=feed.slug,
+                base_url=recorded,
+            ).update(sealed_pages=last, base_url=feed.base_url,
+                     subscription_modified=_no_earlier("subscription_modified", now))
             if not claimed:
                 raise _LostRace
             announce(feed.pk)  # delivered with the commit (archives/db/heads.py)
@@ -270,6 +279,7 @@ def freeze_linked_pages(limit: int = PAGES_PER_RUN) -> int:
                .order_by("feed_id", "number"))  # the partial index's order
     done = 0
     for page in missing.defer("body", "rss")[:limit]:
+        address.require(page.feed)
         rows = atom.entry_rows(page.feed, page.first_seq, page.last_seq)
         multipart = linkedpages.render_page(page.feed, rows)
         # exported=None: its linked-page file is written by the next export pass (the
@@ -287,6 +297,7 @@ def freeze_rss_pages(limit: int = PAGES_PER_RUN) -> int:
                .order_by("feed_id", "number"))  # the partial index's order
     done = 0
     for page in missing.defer("body", "multipart")[:limit]:
+        address.require(page.feed)
         rss = RssArchiveDocument.render_unfrozen(page)
         # Unchanged meanwhile: a page that gained next-archive since it was read is
         # rendered again on the next pass, with its link. `modified` moves: the feed may

@@ -47,7 +47,8 @@ class MetadataFormat:
     prefix: str
     schema: Callable[[], str]
     namespace: str
-    # The record's metadata element, as text, given the record and its datestamp.
+    # The record's metadata element, as text, given the record and its last change's
+    # datestamp (its `updated`, which a move of the service leaves as it was).
     write: Callable[[Item, str], str]
 
 

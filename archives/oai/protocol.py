@@ -70,9 +70,9 @@ def bad_argument(message: str) -> OAIError:
 
 @dataclass(frozen=True)
 class Position:
-    """Where a list resumes: after the record with this (updated, id), in that order."""
+    """Where a list resumes: after the record with this (datestamp, id), in that order."""
 
-    updated: datetime
+    datestamp: datetime
     id: int
 
 
@@ -80,7 +80,7 @@ class Position:
 class ListState:
     """A list request's arguments and how far its list has been delivered.
 
-    `start`/`end` bound the records' `updated` (inclusive, exclusive), from `from` and
+    `start`/`end` bound the records' datestamps (inclusive, exclusive), from `from` and
     `until`. `delivered` counts what earlier answers of the list returned (the token's
     cursor) and `size` is the list's size when it began (completeListSize). `floor`, when
     set, caps the responseDate of the rest of the list (repository.py explains when).
@@ -224,7 +224,7 @@ def datestamp(moment: datetime) -> str:
 
 
 # Resumption tokens ---------------------------------------------------------------------
-# verb,prefix,set,from,until,updated-us,id,delivered,size,floor for the record lists and
+# verb,prefix,set,from,until,datestamp-us,id,delivered,size,floor for the record lists and
 # ListSets,feed-id,delivered,size for the sets. A comma is in none of the patterns above.
 
 MAX_INT = 2**63 - 1
@@ -239,7 +239,7 @@ def make_token(state: ListState) -> str:
         fields = [state.verb, state.after, state.delivered, state.size]
     else:
         position = state.after
-        micros = _micros(position.updated)
+        micros = _micros(position.datestamp)
         fields = [state.verb, state.prefix, state.set_spec, state.from_, state.until,
                   micros, position.id, state.delivered, state.size, state.floor]
     return ",".join(map(text, fields))

@@ -1,15 +1,17 @@
 """What OAI-PMH reads of the log: records by their position, sets, identifiers, and the
 safe point that makes lists and incremental harvests miss nothing.
 
-A record's datestamp is its last change (`Record.updated`, the `updated` of its newest
-entry), so a list ordered by (updated, id) is the log seen one record at a time: a record
-that changes moves to the end. A list resumes after a position, by an index, never by
+A record's datestamp (`Record.datestamp`) is its last change (`Record.updated`, the
+`updated` of its newest entry), or the moment its feed moved to another base URL after it
+(rerender_documents: its URLs in OAI-PMH changed then), so a list ordered by
+(datestamp, id) is the log seen one record at a time: a record that changes, or whose
+feed moves, moves to the end. A list resumes after a position, by an index, never by
 OFFSET: a deep page costs what the first does.
 
-Why nothing is missed. `updated` is stamped inside a writer's transaction, after it takes
-its feed's lock and before its commit; writers of different feeds run at once, so a change
-may become visible after a change of another feed stamped later. Before each read (one
-statement, one snapshot) a `SafePoint` is taken:
+Why nothing is missed. A datestamp is stamped inside a writer's transaction (a write, or
+a move), after it takes its feed's lock and before its commit; writers of different feeds
+run at once, so a change may become visible after a change of another feed stamped later.
+Before each read (one statement, one snapshot) a `SafePoint` is taken:
 - its `horizon`: on PostgreSQL the start of the oldest transaction that holds a feed row
   lock, else now. Every change not in the read is stamped after it (a writer stamps after
   its transaction began; on SQLite one writer at a time, stamping after the last commit).
@@ -109,6 +111,7 @@ class Item(NamedTuple):
     asked for. Read as rows, not as models: a list answer is a hundred."""
 
     key: str
+    datestamp: datetime
     updated: datetime
     deleted_at: datetime | None
     slug: str  # the feed's: the record's set
@@ -126,7 +129,7 @@ class Item(NamedTuple):
 
 
 # Item's fields as the ORM names them (for a lookup by identifier; lists read by fastsql).
-ITEM_FIELDS = ("key", "updated", "deleted_at", "feed__slug", "feed__uuid", "id",
+ITEM_FIELDS = ("key", "datestamp", "updated", "deleted_at", "feed__slug", "feed__uuid", "id",
                "title", "summary", "metadata", "links", "created")
 
 
@@ -145,9 +148,10 @@ def item_by_identifier(text: str) -> Item | None:
 
 
 def earliest_datestamp() -> datetime:
-    """The earliest datestamp of any record (by the (updated, id) index), else the oldest
+    """The earliest datestamp of any record (by the (datestamp, id) index), else the oldest
     feed's creation, else now: a lower bound of every datestamp."""
-    first = Record.objects.order_by("updated", "id").values_list("updated", flat=True).first()
+    first = Record.objects.order_by("datestamp", "id").values_list(
+        "datestamp", flat=True).first()
     if first is None:
         first = Feed.objects.order_by("created").values_list("created", flat=True).first()
     return first or now()
@@ -174,10 +178,10 @@ def record_page(state: ListState, *, safe: SafePoint, with_metadata: bool) -> Pa
         feed_id = Feed.objects.filter(slug=state.set_spec).values_list("id", flat=True).first()
         if feed_id is None:
             return None
-    # completeListSize: counted once, when the list begins (by the (feed, updated, id) or
-    # the (updated, id) index); the token carries it on.
+    # completeListSize: counted once, when the list begins (by the (feed, datestamp, id)
+    # or the (datestamp, id) index); the token carries it on.
     size = state.size or _matching(feed_id, state).count()
-    after = None if state.after is None else (state.after.updated, state.after.id)
+    after = None if state.after is None else (state.after.datestamp, state.after.id)
     rows = [Item._make(row) if with_metadata else Item(*row) for row in fastsql.oai_records(
         feed_id=feed_id, start=state.start, end=state.end, after=after,
         content=with_metadata, limit=page_size + 1)]
@@ -188,12 +192,12 @@ def record_page(state: ListState, *, safe: SafePoint, with_metadata: bool) -> Pa
     if len(rows) <= page_size:
         return Page(rows, None, _capped(safe.response_second, floor), state.delivered, size)
     rows = rows[:page_size]
-    settled = [record for record in rows if record.updated < safe.horizon]
+    settled = [record for record in rows if record.datestamp < safe.horizon]
     if settled:
         rows = settled
     else:  # more than a page after the horizon: go on, and answer no later date after
         floor = _capped(safe.response_second, floor)
-    resume = state.resumed(after=Position(rows[-1].updated, rows[-1].id),
+    resume = state.resumed(after=Position(rows[-1].datestamp, rows[-1].id),
                            delivered=state.delivered + len(rows), size=size, floor=floor)
     return Page(rows, resume, _capped(safe.response_second, floor), state.delivered, size)
 
@@ -205,9 +209,9 @@ def _capped(second: int, floor: int | None) -> int:
 def _matching(feed_id: int | None, state: ListState) -> QuerySet[Record]:
     records = Record.objects.all() if feed_id is None else Record.objects.filter(feed_id=feed_id)
     if state.start is not None:
-        records = records.filter(updated__gte=state.start)
+        records = records.filter(datestamp__gte=state.start)
     if state.end is not None:
-        records = records.filter(updated__lt=state.end)
+        records = records.filter(datestamp__lt=state.end)
     return records
 
 

@@ -198,16 +198,18 @@ def _header(item: Item, stamp: str | None = None) -> str:
     return "".join((
         '<header status="deleted">' if item.is_deleted else "<header>",
         f"<identifier>{escape_text(repository.identifier(item.feed_uuid, item.key))}"
-        f"</identifier><datestamp>{stamp or datestamp(item.updated)}</datestamp>"
+        f"</identifier><datestamp>{stamp or datestamp(item.datestamp)}</datestamp>"
         f"<setSpec>{item.slug}</setSpec></header>",
     ))
 
 
 def _record(item: Item, metadata_format: MetadataFormat) -> str:
-    stamp = datestamp(item.updated)
+    stamp = datestamp(item.datestamp)
     if item.is_deleted:
         return f"<record>{_header(item, stamp)}</record>"
-    return (f"<record>{_header(item, stamp)}<metadata>{metadata_format.write(item, stamp)}"
+    # (dc:date is the record's last change, which a move of the service is not)
+    changed = stamp if item.updated == item.datestamp else datestamp(item.updated)
+    return (f"<record>{_header(item, stamp)}<metadata>{metadata_format.write(item, changed)}"
             "</metadata></record>")
 
 

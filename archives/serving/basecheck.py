@@ -10,6 +10,9 @@ from a request or from runserver's address would freeze into each page whichever
 its sealer happened to know, mixing addresses within one feed. So the setting must say
 where the server is; this makes a wrong one impossible to miss while developing. With
 DEBUG off (behind proxies, health checks, several names) it is not installed at all.
+
+Whatever DEBUG, a write or seal refused for the base URL the feeds are sealed under
+(archives/db/address.py) is answered 503 saying why (`WrongBaseUrlMiddleware`).
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.core.exceptions import MiddlewareNotUsed
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+
+from archives.db.address import WrongBaseURL
 
 logger = logging.getLogger(__name__)
 
@@ -85,3 +90,24 @@ def misdirected(here: str, path: str) -> str:
         "(This check runs only with DEBUG on; see the FEEDPUB_BASE_URL setting in "
         "docs/deploying/settings.md.)\n"
     )
+
+
+class WrongBaseUrlMiddleware:
+    """Every process: a write or seal refused because this process has another base URL
+    than the feed is sealed under (archives/db/address.py) is answered 503 saying so, both
+    addresses and what to do, rather than 500 (the admin's saves, deletions and actions;
+    the API answers its own JSON)."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest,
+                          exception: Exception) -> HttpResponse | None:
+        if not isinstance(exception, WrongBaseURL):
+            return None
+        logger.error("%s %s refused: %s", request.method, request.path, exception)
+        return HttpResponse(f"503 Service Unavailable: {exception}\n", status=503,
+                            content_type="text/plain; charset=utf-8")

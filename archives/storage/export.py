@@ -342,11 +342,12 @@ def settled_before() -> datetime:
     return datetime.fromtimestamp(second, tz=UTC)
 
 
-def pending(slug: str | None = None):
-    """Settled pages whose current version is not in storage, oldest change first."""
-    pages = ArchivePage.objects.filter(
-        Q(exported__isnull=True) | Q(exported__lt=F("modified")),
-        modified__lt=settled_before())
+def pending(slug: str | None = None, *, settled: bool = True):
+    """Settled pages (or all, `settled=False`) whose current version is not in storage,
+    oldest change first."""
+    pages = ArchivePage.objects.filter(Q(exported__isnull=True) | Q(exported__lt=F("modified")))
+    if settled:
+        pages = pages.filter(modified__lt=settled_before())
     if slug is not None:
         pages = pages.filter(feed__slug=slug)
     return pages.order_by("modified")

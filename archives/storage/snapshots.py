@@ -25,7 +25,7 @@ from itertools import islice
 from django.db import InterfaceError, OperationalError, transaction
 from django.db.models import Exists, OuterRef, Q, Subquery
 
-from archives.db import fastsql
+from archives.db import address, fastsql
 from archives.documents import atom, base, linkedpages
 from archives.documents.base import bytes_etag
 from archives.models import ArchivePage, Entry, Feed, Snapshot, SnapshotPage
@@ -61,6 +61,7 @@ def take_snapshot(feed: Feed, *, keep: int | None = None,
 def start_snapshot(feed: Feed) -> Snapshot:
     """An empty, incomplete snapshot of `feed` cut at its newest committed entry."""
     feed.refresh_from_db()
+    address.require(feed)
     return Snapshot.objects.create(feed=feed, last_seq=feed.last_seq,
                                    last_updated=feed.last_updated,
                                    created=base.change_stamp())
@@ -72,6 +73,7 @@ def advance_snapshot(snapshot: Snapshot, *, until: float | None = None,
     `time.monotonic()` instant `until` has passed (at least one page; None: to the end),
     and mark it complete with its last; whether it is complete. Raises SnapshotLost."""
     feed = Feed.objects.get(pk=snapshot.feed_id)  # as sealed now: more pages to cut from
+    address.require(feed)  # (moved meanwhile by rerender_documents: refused)
     snapshot.feed = feed
     pending: list[tuple[SnapshotPage, int]] = []
     for parts in _chunks(live_entities(feed, snapshot.last_seq, after=_stored_up_to(snapshot)),
