@@ -81,7 +81,7 @@ class Feed(models.Model):
     subscription_modified = models.DateTimeField(default=timezone.now, editable=False)
     # The FEEDPUB_BASE_URL its documents are sealed under, recorded by its first write or
     # seal ("" until then); a process configured with another refuses to write or seal,
-    # and only `rerender_documents` moves it (archives/log/address.py).
+    # and only `rerender_documents` moves it (archives/db/address.py).
     base_url = models.CharField(max_length=2000, blank=True, default="", editable=False)
 
     class Meta:
