@@ -501,8 +501,8 @@ def test_the_long_poll_service_refuses_a_limit_it_cannot_raise(fake_uvicorn, she
                             env={"PATH": f"{fake_uvicorn}:{os.environ['PATH']}"})
     assert result.returncode == 1
     assert result.stdout == ""  # never started
-    assert "open-file limit is 1024" in result.stderr
-    assert "ulimits: nofile" in result.stderr
+    assert "open-file limit is 1024 (hard 1024), below the 10256" in result.stderr
+    assert "the host's hard limit" in result.stderr
 
 
 def test_nginx_asks_docker_dns_for_the_upstreams_every_ten_seconds():
@@ -517,16 +517,67 @@ def test_nginx_asks_docker_dns_for_the_upstreams_every_ten_seconds():
     assert all(target.startswith("$") for target in targets), targets
 
 
-def test_compose_gives_the_busy_services_the_open_files_they_check_for():
-    nginx_conf = (ROOT / "deploy" / "nginx" / "nginx.conf").read_text()
-    rlimit = int(re.search(r"^worker_rlimit_nofile (\d+);", nginx_conf, re.MULTILINE).group(1))
-    connections = int(re.search(r"worker_connections\s+(\d+);", nginx_conf).group(1))
+NGINX_CONF = ROOT / "deploy" / "nginx" / "nginx.conf"
+OPEN_FILES = ROOT / "deploy" / "nginx" / "open-files.envsh"
+
+
+def test_compose_sets_no_open_file_limit_that_the_host_may_not_allow():
+    """A hard `ulimits: nofile` above the host's (rootless Docker, a daemon with a lower
+    LimitNOFILE) fails the container's start with runc's opaque "rlimit type 7"; nginx's
+    worker_rlimit_nofile sets the hard limit too. The services raise their soft limit
+    themselves instead (the entrypoint, open-files.envsh)."""
+    for name, service in SERVICES.items():
+        assert "nofile" not in service.get("ulimits", {}), name
+    assert "worker_rlimit_nofile" not in re.sub(r"#.*", "", NGINX_CONF.read_text())
+    connections = int(re.search(r"worker_connections\s+(\d+);", NGINX_CONF.read_text()).group(1))
     assert connections >= 2 * 10_000  # two a long poll, for LONGPOLL_LIMIT_CONCURRENCY polls
-    assert rlimit >= connections
-    assert SERVICES["nginx"]["ulimits"]["nofile"]["hard"] >= rlimit
-    assert "./deploy/nginx/nginx.conf:/etc/nginx/nginx.conf:ro" in SERVICES["nginx"]["volumes"]
-    for name in ("longpoll", "websub", "web"):
-        assert SERVICES[name]["ulimits"]["nofile"]["hard"] >= 10_000 + 256
+    volumes = SERVICES["nginx"]["volumes"]
+    assert "./deploy/nginx/nginx.conf:/etc/nginx/nginx.conf:ro" in volumes
+    # Sourced (an .envsh, executable) by the image's entrypoint, so nginx inherits its limit.
+    mount = next(volume for volume in volumes if volume.startswith("./deploy/nginx/open-files"))
+    assert re.fullmatch(r"\./deploy/nginx/open-files\.envsh:/docker-entrypoint\.d/[^/]+\.envsh:ro",
+                        mount)
+    assert os.access(OPEN_FILES, os.X_OK)
+
+
+def run_open_files(shell: str, limit: str, tmp_path: Path,
+                   connections: int) -> subprocess.CompletedProcess:
+    """deploy/nginx/open-files.envsh sourced as the nginx image sources it, after `limit`,
+    reading a copy of nginx.conf with `connections` a worker; prints the soft limit after."""
+    conf = tmp_path / "nginx.conf"
+    conf.write_text(re.sub(r"worker_connections\s+\d+;", f"worker_connections {connections};",
+                           NGINX_CONF.read_text()))
+    script = tmp_path / "open-files.envsh"
+    script.write_text(OPEN_FILES.read_text().replace("/etc/nginx/nginx.conf", str(conf)))
+    return subprocess.run([shell, "-c", f"{limit}\n. {script}\nulimit -Sn"],  # noqa: S603
+                          capture_output=True, text=True, check=False, timeout=30)
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_nginx_raises_its_soft_open_file_limit_up_to_the_hard_one(shell, tmp_path):
+    hard = hard_limit()
+    if hard < 4096:
+        pytest.skip("this machine's hard limit is too low")
+    result = run_open_files(shell, "ulimit -Sn 1024", tmp_path, connections=2048)
+    assert result.returncode == 0, result.stderr
+    assert int(result.stdout) == min(hard, 65536)
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_nginx_refuses_a_hard_open_file_limit_below_its_connections(shell, tmp_path):
+    result = run_open_files(shell, "ulimit -n 1024", tmp_path, connections=24576)
+    assert result.returncode == 1
+    assert result.stdout == ""  # nginx would never start
+    assert "hard open-file limit is 1024, below the 24576 connections" in result.stderr
+    assert "worker_connections" in result.stderr
+
+
+def test_web_waits_for_gunicorns_graceful_timeout_before_a_sigkill():
+    """compose's default grace is 10 s: gunicorn's workers would be killed mid-request."""
+    source = (ROOT / "deploy" / "gunicorn.conf.py").read_text()
+    graceful = int(re.search(r"^graceful_timeout = (\d+)$", source, re.MULTILINE).group(1))
+    for name in ("web", "sealer", "websub"):
+        assert SERVICES[name].get("stop_grace_period") == f"{graceful}s", name
 
 
 # Health checks ------------------------------------------------------------------------------
