@@ -319,6 +319,63 @@ def test_the_container_health_check_passes_whatever_allowed_hosts_says(live_serv
     assert refused.value.code == 400
 
 
+# What goes into the image ------------------------------------------------------------------
+
+def copied_into_the_image() -> list[str]:
+    """The sources of the Dockerfile's COPY instructions, as paths of the checkout."""
+    copies = re.findall(r"^COPY (.+)$", (ROOT / "Dockerfile").read_text(), re.MULTILINE)
+    return [source.rstrip("/") for line in copies for source in line.split()[:-1]]
+
+
+# Top-level paths of the checkout that the processes never read.
+NOT_FOR_THE_IMAGE = {"tests", "bench", "docs", ".ci", "mkdocs.yml", "README.md", "Dockerfile",
+                     ".dockerignore", ".gitignore", "docker-compose.yml", ".env.example"}
+
+
+def test_the_image_holds_what_the_processes_run_and_no_tests_docs_or_benchmarks():
+    copied = copied_into_the_image()
+    assert "." not in copied  # everything, tests, benchmarks, docs and CI included
+    top = {path.split("/")[0] for path in copied}
+    assert top & NOT_FOR_THE_IMAGE == set()
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True,  # noqa: S607
+                             text=True, check=True).stdout.split()
+    # Every top-level path is either copied or named as not needed: a new one is decided.
+    assert {path.split("/")[0] for path in tracked} - NOT_FOR_THE_IMAGE <= top
+    for path in NOT_FOR_THE_IMAGE - {".env.example"}:  # nor in the build context
+        assert dockerignored(path) or path in {"Dockerfile", ".dockerignore", ".gitignore",
+                                               "docker-compose.yml", "README.md"}, path
+
+
+def test_what_the_image_copies_is_enough_to_run(tmp_path):
+    """The image's files alone (the Dockerfile's COPYs into an empty folder), with
+    production settings: Django's checks pass (settings, URLs, templates, models) and the
+    entrypoint runs."""
+    app = tmp_path / "app"
+    app.mkdir()
+    for source in copied_into_the_image():
+        target = app / source
+        if (ROOT / source).is_dir():
+            shutil.copytree(ROOT / source, target, dirs_exist_ok=True,
+                            ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / source, target)
+    env = {"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+           "DJANGO_SETTINGS_MODULE": "feedpub.settings", "DEBUG": "false",
+           "SECRET_KEY": "test-only-" + "x" * 50, "ALLOWED_HOSTS": "feeds.example.org",
+           "FEEDPUB_BASE_URL": "https://feeds.example.org"}
+    where = ("import django; django.setup(); import archives, feedpub.urls; "
+             "print(archives.__file__)")
+    result = subprocess.run(["sh", "deploy/entrypoint.sh", "python", "-c", where],  # noqa: S603, S607
+                            cwd=app, env=env, capture_output=True, text=True, check=False,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(app / "archives" / "__init__.py")  # not the checkout's
+    check = subprocess.run([sys.executable, "manage.py", "check"], cwd=app, env=env,  # noqa: S603
+                           capture_output=True, text=True, check=False, timeout=120)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
 # Secrets stay out of git and the image ----------------------------------------------------
 
 def dockerignored(path: str) -> bool:
