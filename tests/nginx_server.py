@@ -68,7 +68,7 @@ def free_port() -> int:
 
 def open_files() -> None:
     """In nginx's process, before it starts: the soft open-file limit raised up to the hard
-    one (65,536 at most), as deploy/nginx/open-files.envsh raises it in the container
+    one (65,536 at most), as deploy/nginx/open-files.sh raises it in the container
     (without its refusal below worker_connections: a test holds far fewer connections)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     wanted = 65536 if hard == resource.RLIM_INFINITY else min(65536, hard)

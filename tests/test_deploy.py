@@ -575,14 +575,14 @@ def test_nginx_asks_docker_dns_for_the_upstreams_every_ten_seconds():
 
 
 NGINX_CONF = ROOT / "deploy" / "nginx" / "nginx.conf"
-OPEN_FILES = ROOT / "deploy" / "nginx" / "open-files.envsh"
+OPEN_FILES = ROOT / "deploy" / "nginx" / "open-files.sh"
 
 
 def test_compose_sets_no_open_file_limit_that_the_host_may_not_allow():
     """A hard `ulimits: nofile` above the host's (rootless Docker, a daemon with a lower
     LimitNOFILE) fails the container's start with runc's opaque "rlimit type 7"; nginx's
     worker_rlimit_nofile sets the hard limit too. The services raise their soft limit
-    themselves instead (the entrypoint, open-files.envsh)."""
+    themselves instead (the entrypoint, open-files.sh)."""
     for name, service in SERVICES.items():
         assert "nofile" not in service.get("ulimits", {}), name
     assert "worker_rlimit_nofile" not in re.sub(r"#.*", "", NGINX_CONF.read_text())
@@ -590,23 +590,26 @@ def test_compose_sets_no_open_file_limit_that_the_host_may_not_allow():
     assert connections >= 2 * 10_000  # two a long poll, for LONGPOLL_LIMIT_CONCURRENCY polls
     volumes = SERVICES["nginx"]["volumes"]
     assert "./deploy/nginx/nginx.conf:/etc/nginx/nginx.conf:ro" in volumes
-    # Sourced (an .envsh, executable) by the image's entrypoint, so nginx inherits its limit.
-    mount = next(volume for volume in volumes if volume.startswith("./deploy/nginx/open-files"))
-    assert re.fullmatch(r"\./deploy/nginx/open-files\.envsh:/docker-entrypoint\.d/[^/]+\.envsh:ro",
-                        mount)
-    assert os.access(OPEN_FILES, os.X_OK)
+    # The image's entrypoint and command run through it, so that nginx inherits its limit
+    # (an entrypoint set in compose clears the image's command, which must be repeated).
+    assert "./deploy/nginx/open-files.sh:/feedpub/open-files.sh:ro" in volumes
+    assert SERVICES["nginx"]["entrypoint"] == ["/bin/sh", "/feedpub/open-files.sh",
+                                               "/docker-entrypoint.sh"]
+    assert SERVICES["nginx"]["command"] == ["nginx", "-g", "daemon off;"]
 
 
 def run_open_files(shell: str, limit: str, tmp_path: Path,
                    connections: int) -> subprocess.CompletedProcess:
-    """deploy/nginx/open-files.envsh sourced as the nginx image sources it, after `limit`,
-    reading a copy of nginx.conf with `connections` a worker; prints the soft limit after."""
+    """deploy/nginx/open-files.sh as compose runs it, after `limit`, reading a copy of
+    nginx.conf with `connections` a worker, with a command that prints the soft limit it
+    was started with (nginx's, in the container)."""
     conf = tmp_path / "nginx.conf"
     conf.write_text(re.sub(r"worker_connections\s+\d+;", f"worker_connections {connections};",
                            NGINX_CONF.read_text()))
-    script = tmp_path / "open-files.envsh"
+    script = tmp_path / "open-files.sh"
     script.write_text(OPEN_FILES.read_text().replace("/etc/nginx/nginx.conf", str(conf)))
-    return subprocess.run([shell, "-c", f"{limit}\n. {script}\nulimit -Sn"],  # noqa: S603
+    return subprocess.run([shell, "-c", f'{limit}\nexec {shell} {script} "$@"', shell,  # noqa: S603
+                           "sh", "-c", "ulimit -Sn"],
                           capture_output=True, text=True, check=False, timeout=30)
 
 
