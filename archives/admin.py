@@ -390,7 +390,8 @@ class RecordAdmin(admin.ModelAdmin):
     # The search box searches as the search page for people does (get_search_results).
     search_fields = ["key", "title", "summary"]
     search_help_text = ("Part of a key, title or summary, in any case, with or without "
-                        "accents; every word must match (\"quote\" a phrase).")
+                        "accents (a word of one or two letters: of a key or title); every "
+                        "word must match (\"quote\" a phrase).")
     readonly_fields = ["created", "updated", "deleted_at", "history", "documents"]
     list_select_related = ["feed"]
     actions = ["restore"]

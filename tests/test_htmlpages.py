@@ -353,6 +353,10 @@ def test_search_ignores_accents_and_case_and_looks_in_summaries(client, feed):
     assert found("orleans loire") == []  # a match never spans the title and the summary
     assert found("c_c") == []  # the query's own LIKE wildcards are only characters
     assert found("%") == []
+    says = text(page(client.get("/feeds/books/search", {"q": "otautahi"})))
+    assert "1 record whose key, title or summary contain “otautahi”" in says
+    says = text(page(client.get("/feeds/books/search", {"q": "ch"})))
+    assert "whose key or title contain “ch”" in says  # too short for the index
 
 
 def test_search_pages_its_results(client, feed):

@@ -70,13 +70,18 @@ class Folded(Func):
 SHORTEST_FOLDED = 3
 
 
+def folds(query: str) -> bool:
+    """Whether `query` is looked for in summaries too, whatever its accents."""
+    return len(query) >= SHORTEST_FOLDED
+
+
 def matching(records: QuerySet, *queries: str) -> QuerySet:
     """`records` whose key, title or summary contains each of `queries`, ignoring case and
     accents (LIKE escapes a query's own `%`, `_` and `\\`); a query of one or two
     characters: whose key or title contains it, in any case."""
     records = records.alias(search_text=SearchText("key", "title", "summary"))
     for query in queries:
-        if len(query) < SHORTEST_FOLDED:
+        if not folds(query):
             records = records.filter(Q(key__icontains=query) | Q(title__icontains=query))
         else:
             records = records.filter(search_text__contains=Folded(Value(query)))

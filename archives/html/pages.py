@@ -363,5 +363,6 @@ def search(feed: Feed, query: str, page: str | None) -> dict:
         {"key": key, "title": title, "deleted": deleted_at is not None,
          "url": atom.html_url(atom.record_url(feed.slug, key))}
         for key, title, deleted_at in results.object_list]
-    return {**context, "results": results,
-            "more": len(matches) > SEARCH_LIMIT}
+    return {**context, "results": results, "more": len(matches) > SEARCH_LIMIT,
+            "searched": ("key, title or summary" if search_records.folds(query)
+                         else "key or title")}
