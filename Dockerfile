@@ -21,7 +21,13 @@ RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml
     && pip install -r /tmp/requirements.txt -c deploy/constraints.txt \
     && rm /tmp/requirements.txt
 
-COPY . .
+# What the processes run, and nothing else: no tests, benchmarks, documentation or CI
+# (.dockerignore keeps them out of the build context too; tests/test_deploy.py checks both).
+COPY manage.py ./
+COPY feedpub feedpub
+COPY archives archives
+COPY templates templates
+COPY deploy deploy
 
 # Static files are collected into the image and served by whitenoise; the build needs a
 # throwaway key because settings refuse to load without one when DEBUG is off.

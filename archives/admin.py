@@ -18,11 +18,12 @@ from django.db.models import Count, Q
 from django.http import HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
-from django.utils.text import Truncator
+from django.utils.text import Truncator, smart_split, unescape_string_literal
 from django.utils.timezone import localtime
 from django.utils.translation import ngettext
 
 from . import jsoninput, validation
+from .db import search
 from .documents import atom
 from .log import publishing, sealing
 from .models import ArchivePage, Entry, Feed, Record
@@ -432,10 +433,20 @@ class RecordAdmin(admin.ModelAdmin):
     list_display = ["short_key", "short_title", short_feed, "changed", "state", "links_"]
     list_display_links = ["short_key"]
     list_filter = [LiveFilter, "feed"]
-    search_fields = ["key", "title"]
+    # The search box searches as the search page for people does (get_search_results).
+    search_fields = ["key", "title", "summary"]
+    search_help_text = ("Part of a key, title or summary, in any case, with or without "
+                        "accents (a word of one or two letters: of a key or title); every "
+                        "word must match (\"quote\" a phrase).")
     readonly_fields = ["created", "updated", "deleted_at", "history", "documents"]
     list_select_related = ["feed"]
     actions = ["restore"]
+
+    def get_search_results(self, request, queryset, search_term):
+        # Words as Django's own search splits them, each matched by the one search rule.
+        terms = [unescape_string_literal(term) if term[0] in "\"'" and term[-1] == term[0]
+                 and len(term) > 1 else term for term in smart_split(search_term)]
+        return search.matching(queryset, *terms), False
 
     def get_list_display(self, request):
         # Filtered to one feed (as the feed page links it), a feed column says nothing.

@@ -1,7 +1,15 @@
 from django.apps import AppConfig
+from django.db.backends.signals import connection_created
 
 
 class ArchivesConfig(AppConfig):
     name = "archives"
     verbose_name = "Archived feeds"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self):
+        from archives.db.search import register_sqlite_functions
+
+        # Record search's folding functions, which PostgreSQL has from migration 0017.
+        connection_created.connect(register_sqlite_functions,
+                                   dispatch_uid="feedpub_search_functions")

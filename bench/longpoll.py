@@ -291,8 +291,7 @@ def main() -> None:
             def write_config(self):
                 super().write_config()
                 text = self.config.read_text()
-                for old, new in (("worker_connections  24576;", "worker_connections  1024;"),
-                                 ("worker_rlimit_nofile", "# worker_rlimit_nofile")):
+                for old, new in (("worker_connections  24576;", "worker_connections  1024;"),):
                     assert old in text
                     text = text.replace(old, new)
                 self.config.write_text(text)

@@ -41,7 +41,8 @@ for name in WEB_CONCURRENCY GUNICORN_BIND GUNICORN_WORKER_CLASS GUNICORN_THREADS
 done
 
 # Open files: each connection holds one. A service that holds many connections at once
-# raises its soft limit up to the hard one (docker-compose.yml sets `ulimits: nofile`), and
+# raises its soft limit, up to the hard one the host gives (docker-compose.yml sets none:
+# one above the host's fails the container's start with runc's "rlimit type 7"), and
 # refuses to start when even that is too low: at 1,024 the long-poll service dropped or
 # answered 500 to most of 1,500 polls.
 require_open_files() {  # $1: how many, $2: why
@@ -50,7 +51,9 @@ require_open_files() {  # $1: how many, $2: why
   hard=$(ulimit -Hn)
   if [ "$hard" != unlimited ] && [ "$hard" -lt "$1" ]; then
     echo "entrypoint: the open-file limit is $soft (hard $hard), below the $1 that $2" \
-         "need; raise it (docker-compose.yml: ulimits: nofile) or lower the setting" >&2
+         "need; raise the host's hard limit for containers (the Docker daemon's" \
+         "LimitNOFILE, or docker-compose.yml's ulimits: nofile within what the host allows)" \
+         "or lower the setting" >&2
     exit 1
   fi
   ulimit -Sn "$1"

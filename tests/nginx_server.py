@@ -66,20 +66,27 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def open_files() -> None:
+    """In nginx's process, before it starts: the soft open-file limit raised up to the hard
+    one (65,536 at most), as deploy/nginx/open-files.sh raises it in the container
+    (without its refusal below worker_connections: a test holds far fewer connections)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = 65536 if hard == resource.RLIM_INFINITY else min(65536, hard)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+
+
 def main_config(workdir: Path, include: Path) -> str:
     """The deploy's nginx.conf (deploy/nginx/nginx.conf), as run here: its paths in
-    `workdir`, in the foreground, workers as the current user, and at most the open files
-    this machine's hard limit allows. Every other line is the deploy's."""
+    `workdir`, in the foreground, workers as the current user. Every other line is the
+    deploy's (its open files: `open_files`)."""
     user = "# (not root: nginx keeps its own user)"
     if os.geteuid() == 0:  # else nginx runs its workers as nobody, who cannot use workdir
         user = f"user {pwd.getpwuid(os.geteuid()).pw_name} {grp.getgrgid(os.getegid()).gr_name};"
-    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     temp = workdir / "temp"
     text = MAIN_CONFIG.read_text()
     for old, new in (
         ("user  nginx;", f"{user}\ndaemon off;"),
-        ("worker_rlimit_nofile 65536;",
-         f"worker_rlimit_nofile {65536 if hard == resource.RLIM_INFINITY else min(65536, hard)};"),
         ("error_log  /var/log/nginx/error.log notice;", f"error_log {workdir}/error.log info;"),
         ("pid        /var/run/nginx.pid;", f"pid {workdir}/nginx.pid;"),
         ("access_log  /var/log/nginx/access.log  main;",
@@ -163,7 +170,7 @@ class Nginx:
     def start(self) -> Nginx:
         self.write_config()
         self.process = subprocess.Popen(self.command(), stdout=subprocess.DEVNULL,  # noqa: S603
-                                        stderr=subprocess.PIPE)
+                                        stderr=subprocess.PIPE, preexec_fn=open_files)  # noqa: PLW1509
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

@@ -75,12 +75,27 @@ def test_feedpub_harvest_rebuilds_the_demo_feed_and_a_second_run_is_incremental(
     live = Record.objects.filter(feed__slug="demo", deleted_at__isnull=True)
     assert sorted(record["id"] for record in records) == sorted(r.atom_id for r in live)
     assert json.loads(answer.stderr)["live_records"] == live.count()
+    # Whole records, as the README's command gives them: each one's JSON was fetched.
+    assert ({record["id"]: (record["key"], record["metadata"]) for record in records}
+            == {r.atom_id: (r.key, r.metadata) for r in live})
 
     again = run(tmp_path, "feedpub-harvest", demo_feed, "--state", "state.sqlite",
                 "--output", "again.jsonl", "--summary-json")
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stderr)["requests"] == 1  # one conditional request: nothing new
     assert (tmp_path / "again.jsonl").read_text() == (tmp_path / "records.jsonl").read_text()
+
+
+def test_feedpub_harvest_without_fetching_records_reads_the_atom_pages_only(demo_feed,
+                                                                           tmp_path):
+    answer = run(tmp_path, "feedpub-harvest", demo_feed, "--no-fetch-records",
+                 "--output", "records.jsonl", "--summary-json")
+    assert answer.returncode == 0, answer.stderr
+    records = [json.loads(line) for line in
+               (tmp_path / "records.jsonl").read_text().splitlines()]
+    assert records
+    assert {(record["key"], record["metadata"]) for record in records} == {(None, None)}
+    assert json.loads(answer.stderr)["requests"] == json.loads(answer.stderr)["pages_fetched"]
 
 
 @pytest.mark.parametrize("path", ["", "rss/", "pages/latest"])

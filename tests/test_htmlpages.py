@@ -331,6 +331,34 @@ def test_search_finds_records_by_key_or_title_live_or_deleted(client, sealed_fee
     assert by_title.xpath("//table/tbody/tr/td[3]/text()") == ["live"]
 
 
+def test_search_ignores_accents_and_case_and_looks_in_summaries(client, feed):
+    publishing.put_record(feed=feed, key="chc", data=record_data(
+        1, title="Ōtautahi Christchurch", summary="Rivers of Waitaha"))
+    publishing.put_record(feed=feed, key="orl", data=record_data(
+        2, title="Orleans", summary="Loire valley, near Blois"))
+    publishing.put_record(feed=feed, key="zur", data=record_data(
+        3, title="Zurich", summary="Straße and SEE: Zürichsee, not Łódź"))
+
+    def found(query):
+        return page(client.get("/feeds/books/search", {"q": query})).xpath(
+            "//table/tbody/tr/td[2]/code/text()")
+
+    assert found("otautahi") == ["chc"]  # the person types no macron
+    assert found("ŌTAUTAHI") == ["chc"]
+    assert found("orléans") == ["orl"]  # nor must the record have one to be found with it
+    assert found("waitaha") == ["chc"]  # the summary
+    assert found("ZURICHSEE") == ["zur"]
+    assert found("strasse") == ["zur"]
+    assert found("lodz") == ["zur"]
+    assert found("orleans loire") == []  # a match never spans the title and the summary
+    assert found("c_c") == []  # the query's own LIKE wildcards are only characters
+    assert found("%") == []
+    says = text(page(client.get("/feeds/books/search", {"q": "otautahi"})))
+    assert "1 record whose key, title or summary contain “otautahi”" in says
+    says = text(page(client.get("/feeds/books/search", {"q": "ch"})))
+    assert "whose key or title contain “ch”" in says  # too short for the index
+
+
 def test_search_pages_its_results(client, feed):
     publishing.apply_batch(feed=feed, operations=[
         {"op": "put", "key": f"item-{n:03}", "record": record_data(n)} for n in range(120)])

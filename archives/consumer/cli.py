@@ -87,10 +87,12 @@ def harvest_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--set", metavar="SPEC", dest="set_spec",
                         help="OAI-PMH: harvest this set only (default: the state file's, "
                              "else the whole repository)")
-    parser.add_argument("--fetch-records", action="store_true",
+    parser.add_argument("--fetch-records", action=argparse.BooleanOptionalAction,
+                        default=None,
                         help="Atom: fetch each changed live record's JSON at its alternate "
                              "link, for the key and metadata an entry does not carry (one "
-                             "request a record)")
+                             "request a record; default: on for Atom, as Atom-PMH has a "
+                             "record read at its alternate link)")
     parser.add_argument("--state", help="state file (SQLite): makes the next run incremental")
     parser.add_argument("--output", "-o", default="-",
                         help="where to write the live records: a .jsonl file (JSON lines), "
@@ -114,7 +116,7 @@ def run_harvest(options: dict[str, Any], *, stdout: Lines, stderr: Lines) -> int
                              start=options["start"],
                              metadata_prefix=options.get("metadata_prefix"),
                              set_spec=options.get("set_spec"),
-                             fetch_records=options.get("fetch_records", False))
+                             fetch_records=options.get("fetch_records"))
     except (HarvestFailed, StateError) as error:
         stderr.write(f"harvest failed: {error}")
         return 2

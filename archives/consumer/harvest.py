@@ -255,9 +255,10 @@ class Harvester(HarvestRun):
         return PageLinks(document.prev_archive, document.is_complete)
 
     def _fetch_records(self) -> None:
-        """--fetch-records: what an Atom entry does not carry (a key, metadata), from the
-        JSON at the alternate link of each live record not fetched since it last changed
-        (feedpub's record URL answers `Accept: application/json` with the record). An
+        """--fetch-records (the command lines' default for Atom): what an Atom entry does
+        not carry (a key, metadata), from the JSON at the alternate link of each live record
+        not fetched since it last changed (feedpub's record URL answers
+        `Accept: application/json` with the record). An
         answer that is not a JSON object leaves those fields empty; a failed fetch leaves
         the record to the next run, and this one incomplete."""
         failed = 0
@@ -284,7 +285,7 @@ class Harvester(HarvestRun):
             self.unfetched = True
             self._warn(f"the JSON of {failed} live record(s) could not be fetched from their "
                        "alternate links (or the request budget ran out); the next run tries "
-                       "again")
+                       "again (--no-fetch-records harvests without them)")
 
     def _apply(self, staged: StagedPages, *, complete: bool) -> None:
         reconstruction = Reconstruction(self.state.records)

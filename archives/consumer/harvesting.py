@@ -25,14 +25,15 @@ def harvest(url: str, *, state_path: str | os.PathLike | None = None,
             client: HttpClient | None = None, warn: Callable[[str], None] | None = None,
             format: str | None = None, snapshot: str | None = None,
             start: str = "auto", metadata_prefix: str | None = None,
-            set_spec: str | None = None, fetch_records: bool = False) -> HarvestResult:
+            set_spec: str | None = None, fetch_records: bool | None = False) -> HarvestResult:
     """Harvest the feed at `url`, updating the state file if one is given.
 
     `url` is an Atom subscription document, a linked-pages entry point (see
     archives/consumer/linkedharvest.py, which also explains `snapshot` and `start`) or an
     OAI-PMH base URL (archives/consumer/oai.py: `metadata_prefix`, `set_spec`); for Atom,
     `fetch_records` fetches each changed live record's JSON at its alternate link (for
-    the key and metadata an entry does not carry). The format is
+    the key and metadata an entry does not carry; None: for Atom, yes, as the command
+    lines do by default, and no for the formats that carry their records). The format is
     the state file's, else `format`, else OAI-PMH for a URL with a `verb=` argument, else
     told by the first answer: multipart is linked pages, an OAI-PMH root element OAI-PMH,
     anything else Atom.
@@ -59,6 +60,8 @@ def harvest(url: str, *, state_path: str | os.PathLike | None = None,
                 raise HarvestFailed(str(error)) from error
             kind = (LINKED_PAGES if is_multipart(first)
                     else OAI_PMH if is_oai_pmh(first) else ATOM)
+        if fetch_records is None:  # the command lines' default: whole records
+            fetch_records = kind == ATOM
         if kind != ATOM and fetch_records:
             raise HarvestFailed(f"fetching records is for Atom feeds only; {url} is harvested "
                                 f"as {kind}, whose records carry their key and metadata")

@@ -4,8 +4,9 @@ was read from), and the record's own fields, each always present, empty (null) w
 format does not carry it:
 
 - Atom: `atom_id` (the entry's id), `title`, `summary`, `links`, `alternate` (its first
-  alternate link); `key` and `metadata` only with `--fetch-records` (an Atom entry does
-  not carry them: they are read from the JSON at its alternate link);
+  alternate link); `key` and `metadata` when the records are fetched (the command lines'
+  default; not with `--no-fetch-records`): an Atom entry does not carry them, they are
+  read from the JSON at its alternate link;
 - linked pages: every field from the entity's JSON body when it is feedpub's record JSON
   (`alternate`: the record's `url`, else the entity's Content-Location);
 - OAI-PMH `feedpub`: every field; `oai_dc`: `title`, `summary`, `links` and `alternate`

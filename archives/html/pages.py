@@ -24,9 +24,9 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.paginator import Page, Paginator
-from django.db.models import Q
 from django.template.loader import render_to_string
 
+from archives.db import search as search_records
 from archives.documents import atom
 from archives.documents.base import Document, inputs_etag
 from archives.documents.feeds import SubscriptionDocument
@@ -337,22 +337,23 @@ def _metadata(metadata) -> dict:
 
 
 def matching_records(feed: Feed, query: str):
-    """The feed's records whose key or title contains `query` (any case), by key. On
-    PostgreSQL the trigram indexes of migration 0012 serve it (docs/performance/search.md)."""
-    return (Record.objects.filter(feed=feed)
-            .filter(Q(key__icontains=query) | Q(title__icontains=query)).order_by("key"))
+    """The feed's records whose key, title or summary contains `query`, whatever its case
+    and accents (archives/db/search.py), by key."""
+    return search_records.matching(Record.objects.filter(feed=feed), query).order_by("key")
 
 
 def search(feed: Feed, query: str, page: str | None) -> dict:
-    """The context of the search page: records whose key or title contains `query`."""
+    """The context of the search page: records whose key, title or summary contains
+    `query`."""
     context = {**feed_context(feed), "query": query, "max_length": MAX_QUERY_LENGTH}
     query = query.strip()
     if not query:
-        return {**context, "message": "Type part of a record's key or title to search for."}
+        return {**context,
+                "message": "Type part of a record's key, title or summary to search for."}
     if len(query) > MAX_QUERY_LENGTH:
         return {**context, "message": f"That is {len(query)} characters long; a search "
                 f"is at most {MAX_QUERY_LENGTH} (the longest a key can be).", "invalid": True}
-    if problem := xml_problem(query):  # no key or title holds it (PostgreSQL refuses NUL)
+    if problem := xml_problem(query):  # no record holds it (PostgreSQL refuses NUL)
         return {**context, "message": f"No record can match that: {problem}",
                 "invalid": True}
     matches = list(matching_records(feed, query).values_list("key", "title", "deleted_at")
@@ -362,5 +363,6 @@ def search(feed: Feed, query: str, page: str | None) -> dict:
         {"key": key, "title": title, "deleted": deleted_at is not None,
          "url": atom.html_url(atom.record_url(feed.slug, key))}
         for key, title, deleted_at in results.object_list]
-    return {**context, "results": results,
-            "more": len(matches) > SEARCH_LIMIT}
+    return {**context, "results": results, "more": len(matches) > SEARCH_LIMIT,
+            "searched": ("key, title or summary" if search_records.folds(query)
+                         else "key or title")}
