@@ -5,12 +5,16 @@ client got the rate once per process."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import shutil
+import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
+import types
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -181,3 +185,90 @@ def test_an_unreachable_redis_lets_requests_through_and_says_so(db, settings, ca
     client = APIClient()
     assert [client.get("/api/feeds/").status_code for _ in range(2)] == [200, 200]
     assert "Redis is unreachable" in caplog.text
+
+
+# A cache that does not answer ----------------------------------------------------------
+
+def project_settings(monkeypatch, **environment: str) -> types.ModuleType:
+    """feedpub/settings.py as read by a process started with `environment` (a copy of its
+    own: the running settings are untouched)."""
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    spec = importlib.util.spec_from_file_location("settings_as_configured",
+                                                  ROOT / "feedpub" / "settings.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def silent_redis():
+    """The URL of a Redis that takes connections and never answers, as a paused one does
+    (the kernel completes each connection; nobody reads it)."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(64)
+        yield f"redis://127.0.0.1:{server.getsockname()[1]}/0"
+
+
+def timed_statuses(client: APIClient, count: int) -> list[tuple[int, float]]:
+    answers = []
+    for _ in range(count):
+        began = time.monotonic()
+        status_code = client.get("/api/feeds/").status_code
+        answers.append((status_code, time.monotonic() - began))
+    return answers
+
+
+def test_a_redis_that_does_not_answer_leaves_requests_uncounted_at_once(
+        db, settings, monkeypatch, silent_redis, caplog):
+    """Before, every API request waited redis-py's default 5 s socket timeout, and with
+    all the workers waiting, so did every feed and /healthz."""
+    settings.CACHES = project_settings(monkeypatch, FEEDPUB_REDIS_URL=silent_redis).CACHES
+    settings.FEEDPUB_API_ANON_RATE = "1/hour"
+    answers = timed_statuses(APIClient(), 3)
+    assert [status_code for status_code, _ in answers] == [200, 200, 200]
+    first, *then = (seconds for _, seconds in answers)
+    assert first < 1, answers  # the count's timeout (0.25 s), not 5 s
+    assert max(then) < 0.2, answers  # and the next requests do not ask it again
+    assert caplog.text.count("Redis is unreachable") == 1
+
+
+@pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server")
+def test_a_paused_redis_is_counted_on_again_once_it_answers(
+        db, settings, monkeypatch, tmp_path):
+    """A redis-server of the test's own, paused (SIGSTOP) and resumed."""
+    port = free_port()
+    server = subprocess.Popen(  # noqa: S603
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",  # noqa: S607
+         "--appendonly", "no", "--dir", str(tmp_path)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "redis-server did not start"
+                time.sleep(0.05)
+        settings.CACHES = project_settings(
+            monkeypatch, FEEDPUB_REDIS_URL=f"redis://127.0.0.1:{port}/0").CACHES
+        settings.FEEDPUB_API_ANON_RATE = "2/hour"
+        monkeypatch.setattr("archives.db.cache.AWAY_SECONDS", 0.5)
+        client = APIClient()
+        if time.time() % 3600 > 3590:  # not across two windows (an hour each)
+            time.sleep(11)
+        assert timed_statuses(client, 1)[0][0] == 200  # counted: 1
+        server.send_signal(signal.SIGSTOP)
+        try:
+            (status_code, seconds), = timed_statuses(client, 1)
+        finally:
+            server.send_signal(signal.SIGCONT)
+        assert status_code == 200
+        assert seconds < 1
+        time.sleep(0.6)  # Redis is asked again
+        assert [status_code for status_code, _ in timed_statuses(client, 2)] == [200, 429]
+    finally:
+        server.terminate()
+        server.wait(timeout=10)

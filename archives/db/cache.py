@@ -18,8 +18,13 @@ from __future__ import annotations
 
 import base64
 import logging
+import math
 import pickle
+import time
+import weakref
 
+from django.core.cache import DEFAULT_CACHE_ALIAS, caches
+from django.core.cache.backends.base import BaseCache
 from django.core.cache.backends.db import DatabaseCache
 from django.db import connections, router, transaction
 from django.utils import timezone
@@ -27,6 +32,10 @@ from redis.exceptions import RedisError
 from rest_framework.throttling import SimpleRateThrottle
 
 logger = logging.getLogger(__name__)
+
+# Seconds a Redis that did not answer is left alone: requests meanwhile go uncounted.
+AWAY_SECONDS = 5.0
+_redis_away_until: weakref.WeakKeyDictionary[BaseCache, float] = weakref.WeakKeyDictionary()
 
 
 class LockingDatabaseCache(DatabaseCache):
@@ -65,6 +74,11 @@ class WindowThrottle(SimpleRateThrottle):
 
     wait_seconds: float | None = None
 
+    @property
+    def cache(self) -> BaseCache:
+        # The backend itself, not DRF's proxy of it: Redis's absence is remembered by it.
+        return caches[DEFAULT_CACHE_ALIAS]
+
     def allow_request(self, request, view) -> bool:
         if self.rate is None:
             return True
@@ -80,16 +94,22 @@ class WindowThrottle(SimpleRateThrottle):
     def count(self, key: str, *, expires: float) -> int:
         """This request's number in its window: 1 for the first; 0 when Redis cannot be
         reached (the request goes ahead: losing the rate limit for a while is better than
-        losing the API)."""
+        losing the API). Redis is given the timeouts of CACHES to answer, and once it has
+        not, it is not asked again for AWAY_SECONDS: each request would wait them."""
+        cache = self.cache
+        if time.monotonic() < _redis_away_until.get(cache, -math.inf):
+            return 0
         try:
             try:
-                return self.cache.incr(key)
+                return cache.incr(key)
             except ValueError:  # the window's first request (or one racing it)
-                if self.cache.add(key, 1, timeout=expires):
+                if cache.add(key, 1, timeout=expires):
                     return 1
-                return self.cache.incr(key)
+                return cache.incr(key)
         except RedisError as error:
-            logger.warning("request not counted, Redis is unreachable: %s", error)
+            _redis_away_until[cache] = time.monotonic() + AWAY_SECONDS
+            logger.warning("requests not counted for %g s, Redis is unreachable: %s",
+                           AWAY_SECONDS, error)
             return 0
 
     def wait(self) -> float | None:
