@@ -209,6 +209,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # A lost database connection: safe requests retried on a new one, else 503, never 500.
+    "feedpub.reconnect.ReconnectMiddleware",
     # DEBUG only: 421 for a host other than FEEDPUB_BASE_URL's, whose links would all miss.
     "archives.serving.basecheck.BaseUrlCheckMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
