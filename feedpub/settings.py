@@ -288,8 +288,8 @@ DATABASES = {
         database_url(),
         conn_max_age=envint("CONN_MAX_AGE", "600"),
         # Off by default (Django's default): the check is one more round trip on every
-        # request, which doubled the cost of a subscription poll; a connection that died
-        # (database restart) fails one request and is then replaced.
+        # request, which doubled the cost of a subscription poll. A connection that died
+        # (database restart) fails no request: feedpub/reconnect.py.
         conn_health_checks=envbool("CONN_HEALTH_CHECKS", "false"),
     )
 }

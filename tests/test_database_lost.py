@@ -10,6 +10,7 @@ use, and a request that still cannot reach the database gets 503 with Retry-Afte
 from __future__ import annotations
 
 import socket
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from django.contrib.auth.models import Permission, User
@@ -22,6 +23,7 @@ from archives.api import exceptions as api_exceptions
 from archives.db import fastsql
 from archives.log.publishing import put_record
 
+from .asgi_server import AsgiServer
 from .factories import FeedFactory, record_data
 
 
@@ -145,3 +147,30 @@ def test_a_feed_whose_database_is_lost_is_a_503_on_any_database(
     assert response["Retry-After"] == str(api_exceptions.RETRY_AFTER_SECONDS)
     assert response["Content-Type"].startswith(content_type)
     assert connection.vendor in ("sqlite", "postgresql")
+
+
+@pytest.mark.postgres
+def test_a_long_poll_outlives_a_terminated_backend(books, monkeypatch):
+    """The long-poll service (connections closed after each request, the heads' listener
+    and reader of their own): a poll held across the loss still gets the next change."""
+    import httpx
+
+    monkeypatch.setitem(connection.settings_dict, "CONN_MAX_AGE", 0)  # as deployed
+    server = AsgiServer().start()
+    try:
+        url = server.url + "/feeds/books/"
+        etag = httpx.get(url, timeout=10).headers["ETag"]
+        with ThreadPoolExecutor(1) as pool:
+            held = pool.submit(httpx.get, url, timeout=30,
+                               headers={"If-None-Match": etag, "Prefer": "wait=20"})
+            server.wait_for_waiters("books", 1)
+            assert terminate_every_other_backend() >= 2  # the test's and the listener's
+            connection.close()
+            assert httpx.get(url, timeout=10).status_code == 200
+            put_record(feed=books, key="k9", data=record_data(9))
+            answer = held.result(timeout=30)
+    finally:
+        server.stop()
+    assert answer.status_code == 200
+    assert answer.headers["ETag"] != etag
+    assert b"Record 9" in answer.content
