@@ -76,10 +76,11 @@ class LockingDatabaseCache(DatabaseCache):
                 # at most the lock timeout (the settings are made as the row is read,
                 # before it is locked). Only in a transaction of its own: the settings last
                 # to the end of the transaction they are made in.
-                read = read.replace(f"SELECT {value}", f"SELECT {value}, "
-                                    "set_config('synchronous_commit', 'off', true), "
-                                    "set_config('lock_timeout', %s, true)", 1)
-                parameters.insert(0, self._lock_timeout())
+                made = "set_config('synchronous_commit', 'off', true)"
+                if self.lock_timeout_ms:
+                    made += ", set_config('lock_timeout', %s, true)"
+                    parameters.insert(0, f"{self.lock_timeout_ms}ms")
+                read = read.replace(f"SELECT {value}", f"SELECT {value}, {made}", 1)
         with self._bounded_wait(connection), transaction.atomic(using=database), \
                 connection.cursor() as cursor:
             cursor.execute(read, parameters)
@@ -100,15 +101,12 @@ class LockingDatabaseCache(DatabaseCache):
         connection = connections[database]
         with self._bounded_wait(connection):
             if connection.vendor != "postgresql" or connection.in_atomic_block \
-                    or self.lock_timeout_ms is None:
+                    or not self.lock_timeout_ms:
                 return super().add(key, value, timeout, version)
             with transaction.atomic(using=database), connection.cursor() as cursor:
                 cursor.execute("SELECT set_config('lock_timeout', %s, true)",
-                               [self._lock_timeout()])
+                               [f"{self.lock_timeout_ms}ms"])
                 return super().add(key, value, timeout, version)
-
-    def _lock_timeout(self) -> str:
-        return f"{self.lock_timeout_ms}ms" if self.lock_timeout_ms else "0"  # 0: none
 
     @contextlib.contextmanager
     def _bounded_wait(self, connection) -> Iterator[None]:
@@ -184,7 +182,8 @@ class WindowThrottle(SimpleRateThrottle):
             logger.warning("request not counted, its count %s", error)
             return 0
         except ValueError:  # Django's `add` fails silently, here after the lock timeout
-            logger.warning("request not counted, its count waited for another's to commit")
+            logger.warning("request not counted, its window's count is being added by "
+                           "another request")
             return 0
 
     def wait(self) -> float | None:
