@@ -14,17 +14,26 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
 
+from feedpub.reconnect import close_lost_connections
+
 logger = logging.getLogger(__name__)
 
 
 @never_cache
 @require_safe
 def healthz(request: HttpRequest) -> HttpResponse:
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
-            cursor.fetchone()
-    except DatabaseError:
-        logger.exception("health check: the database does not answer")
-        return HttpResponse("database unavailable\n", status=503, content_type="text/plain")
+    for attempt in (1, 2):
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT 1")
+                cursor.fetchone()
+            break
+        except DatabaseError:
+            # A connection kept from an earlier request and lost since (a database restart):
+            # the process is healthy if a new one answers (feedpub/reconnect.py).
+            if attempt == 1 and close_lost_connections(check=False):
+                continue
+            logger.exception("health check: the database does not answer")
+            return HttpResponse("database unavailable\n", status=503,
+                                content_type="text/plain")
     return HttpResponse("ok\n", content_type="text/plain")

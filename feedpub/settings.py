@@ -216,6 +216,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # A lost database connection: safe requests retried on a new one, else 503, never 500.
+    "feedpub.reconnect.ReconnectMiddleware",
     # DEBUG only: 421 for a host other than FEEDPUB_BASE_URL's, whose links would all miss.
     "archives.serving.basecheck.BaseUrlCheckMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -269,16 +271,25 @@ def database_url() -> str:
 # web worker and container, or N workers allow N times a rate. Redis when FEEDPUB_REDIS_URL
 # is set (redis://host:6379/0, atomic and off the database); else the database's own table
 # (created by `manage.py migrate`), which needs nothing more.
+# The longest a request waits to be counted: for Redis to connect, then to answer; for the
+# database's counter row or write lock. Past it the request goes uncounted, rather than
+# every worker waiting on a Redis or a transaction that does not answer.
+FEEDPUB_COUNT_TIMEOUT_MS = envint("FEEDPUB_COUNT_TIMEOUT_MS", "250")
+if FEEDPUB_COUNT_TIMEOUT_MS < 1:
+    raise ImproperlyConfigured("FEEDPUB_COUNT_TIMEOUT_MS must be at least 1")
 FEEDPUB_REDIS_URL = env("FEEDPUB_REDIS_URL", "") or ""
 if FEEDPUB_REDIS_URL:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
-                          "LOCATION": FEEDPUB_REDIS_URL, "KEY_PREFIX": "feedpub"}}
+                          "LOCATION": FEEDPUB_REDIS_URL, "KEY_PREFIX": "feedpub",
+                          # redis-py's default is 5 s each.
+                          "OPTIONS": {"socket_connect_timeout": FEEDPUB_COUNT_TIMEOUT_MS / 1000,
+                                      "socket_timeout": FEEDPUB_COUNT_TIMEOUT_MS / 1000}}}
 else:
     CACHES = {"default": {
         "BACKEND": "archives.db.cache.LockingDatabaseCache",
         "LOCATION": "feedpub_cache",
         # Counts of the current window only (the older expire): room for 100,000 clients.
-        "OPTIONS": {"MAX_ENTRIES": 100_000},
+        "OPTIONS": {"MAX_ENTRIES": 100_000, "LOCK_TIMEOUT_MS": FEEDPUB_COUNT_TIMEOUT_MS},
     }}
 
 DATABASES = {
@@ -286,8 +297,8 @@ DATABASES = {
         database_url(),
         conn_max_age=envint("CONN_MAX_AGE", "600"),
         # Off by default (Django's default): the check is one more round trip on every
-        # request, which doubled the cost of a subscription poll; a connection that died
-        # (database restart) fails one request and is then replaced.
+        # request, which doubled the cost of a subscription poll. A connection that died
+        # (database restart) fails no request: feedpub/reconnect.py.
         conn_health_checks=envbool("CONN_HEALTH_CHECKS", "false"),
     )
 }

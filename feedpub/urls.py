@@ -7,7 +7,7 @@ from feedpub.health import healthz
 # URL, a database lost in middleware); everyone else gets Django's pages.
 handler400 = "archives.api.exceptions.bad_request"
 handler404 = "archives.api.exceptions.page_not_found"
-handler500 = "archives.api.exceptions.server_error"
+handler500 = "feedpub.reconnect.server_error"  # a lost database: 503; else the API's 500
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),

@@ -5,19 +5,24 @@ client got the rate once per process."""
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
+import shutil
+import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
+import types
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
 from django.core.cache import caches
-from django.db import connection
+from django.db import connection, connections
 from rest_framework.test import APIClient
 
 from archives.db.cache import LockingDatabaseCache
@@ -181,3 +186,209 @@ def test_an_unreachable_redis_lets_requests_through_and_says_so(db, settings, ca
     client = APIClient()
     assert [client.get("/api/feeds/").status_code for _ in range(2)] == [200, 200]
     assert "Redis is unreachable" in caplog.text
+
+
+# A cache that does not answer ----------------------------------------------------------
+
+def project_settings(monkeypatch, **environment: str) -> types.ModuleType:
+    """feedpub/settings.py as read by a process started with `environment` (a copy of its
+    own: the running settings are untouched)."""
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    spec = importlib.util.spec_from_file_location("settings_as_configured",
+                                                  ROOT / "feedpub" / "settings.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def silent_redis():
+    """The URL of a Redis that takes connections and never answers, as a paused one does
+    (the kernel completes each connection; nobody reads it)."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(64)
+        yield f"redis://127.0.0.1:{server.getsockname()[1]}/0"
+
+
+def timed_statuses(client: APIClient, count: int) -> list[tuple[int, float]]:
+    answers = []
+    for _ in range(count):
+        began = time.monotonic()
+        status_code = client.get("/api/feeds/").status_code
+        answers.append((status_code, time.monotonic() - began))
+    return answers
+
+
+def test_a_redis_that_does_not_answer_leaves_requests_uncounted_at_once(
+        db, settings, monkeypatch, silent_redis, caplog):
+    """Before, every API request waited redis-py's default 5 s socket timeout, and with
+    all the workers waiting, so did every feed and /healthz."""
+    settings.CACHES = project_settings(monkeypatch, FEEDPUB_REDIS_URL=silent_redis).CACHES
+    settings.FEEDPUB_API_ANON_RATE = "1/hour"
+    answers = timed_statuses(APIClient(), 3)
+    assert [status_code for status_code, _ in answers] == [200, 200, 200]
+    first, *then = (seconds for _, seconds in answers)
+    assert first < 1, answers  # the count's timeout (0.25 s), not 5 s
+    assert max(then) < 0.2, answers  # and the next requests do not ask it again
+    assert caplog.text.count("Redis is unreachable") == 1
+
+
+@pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server")
+def test_a_paused_redis_is_counted_on_again_once_it_answers(
+        db, settings, monkeypatch, tmp_path):
+    """A redis-server of the test's own, paused (SIGSTOP) and resumed."""
+    port = free_port()
+    server = subprocess.Popen(  # noqa: S603
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",  # noqa: S607
+         "--appendonly", "no", "--dir", str(tmp_path)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "redis-server did not start"
+                time.sleep(0.05)
+        settings.CACHES = project_settings(
+            monkeypatch, FEEDPUB_REDIS_URL=f"redis://127.0.0.1:{port}/0").CACHES
+        settings.FEEDPUB_API_ANON_RATE = "2/hour"
+        monkeypatch.setattr("archives.db.cache.AWAY_SECONDS", 0.5)
+        client = APIClient()
+        if time.time() % 3600 > 3590:  # not across two windows (an hour each)
+            time.sleep(11)
+        assert timed_statuses(client, 1)[0][0] == 200  # counted: 1
+        server.send_signal(signal.SIGSTOP)
+        try:
+            (status_code, seconds), = timed_statuses(client, 1)
+        finally:
+            server.send_signal(signal.SIGCONT)
+        assert status_code == 200
+        assert seconds < 1
+        time.sleep(0.6)  # Redis is asked again
+        assert [status_code for status_code, _ in timed_statuses(client, 2)] == [200, 429]
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+# A counter row (or SQLite's write lock) that another transaction holds -------------------
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_held_counter_row_leaves_the_clients_requests_uncounted_at_once(settings, caplog):
+    """Before, each of the client's requests waited for the row as long as it was held, and
+    with every worker waiting so did feeds and /healthz."""
+    caches["default"].clear()  # (counts of earlier tests: the table is not flushed)
+    settings.FEEDPUB_API_ANON_RATE = "100/hour"
+    client = APIClient()
+    if time.time() % 3600 > 3590:  # not across two windows (an hour each)
+        time.sleep(11)
+    assert client.get("/api/feeds/").status_code == 200  # the window's counter row
+    holder = connections.create_connection("default")
+    holder.set_autocommit(False)
+    raw = holder.connection  # psycopg's, which the timer's thread may roll back
+    try:
+        raw.execute("SELECT cache_key FROM feedpub_cache FOR UPDATE")  # a stuck count
+        release = threading.Timer(3, raw.rollback)
+        release.start()
+        try:
+            answers = timed_statuses(client, 2)
+        finally:
+            release.cancel()
+            raw.rollback()
+        assert [status_code for status_code, _ in answers] == [200, 200]
+        assert max(seconds for _, seconds in answers) < 1, answers  # 0.25 s, not 3 s
+        assert "not counted" in caplog.text
+        assert timed_statuses(client, 1)[0][0] == 200
+        assert caches["default"].get(next(iter(counter_keys()))) == 2  # counted again
+    finally:
+        holder.close()
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_windows_first_count_waits_at_most_the_lock_timeout_for_a_stuck_first(
+        settings, caplog):
+    """The window's first count adds the client's row: behind another first count's insert
+    that has not committed, it waited as long as that."""
+    settings.FEEDPUB_API_ANON_RATE = None
+    timed_statuses(APIClient(), 1)  # this process's first request loads the API
+    settings.FEEDPUB_API_ANON_RATE = "100/hour"
+    if time.time() % 3600 > 3590:  # not across two windows (an hour each)
+        time.sleep(11)
+    key = f"throttle_anon_127.0.0.1:{int(time.time() // 3600)}"  # APIClient's address
+    caches["default"].clear()  # (counts of earlier tests: the table is not flushed)
+    holder = connections.create_connection("default")
+    try:
+        holder.set_autocommit(False)
+        with holder.cursor() as cursor:  # a first count, stuck before its commit
+            cursor.execute("INSERT INTO feedpub_cache (cache_key, value, expires) "
+                           "VALUES (%s, %s, now() + interval '1 hour')",
+                           [caches["default"].make_and_validate_key(key), "stuck"])
+        release = threading.Timer(3, holder.connection.rollback)
+        release.start()
+        try:
+            (status_code, seconds), = timed_statuses(APIClient(), 1)
+        finally:
+            release.cancel()
+            holder.connection.rollback()
+    finally:
+        holder.close()
+    assert status_code == 200
+    assert seconds < 1
+    assert "not counted" in caplog.text
+    assert timed_statuses(APIClient(), 1)[0][0] == 200
+    assert caches["default"].get(key) == 1  # counted once it is gone
+
+
+def counter_keys() -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT cache_key FROM feedpub_cache")
+        return [key.split(":", 2)[2] for (key,) in cursor.fetchall()]
+
+
+SQLITE_WRITER_HOLDS_THE_LOCK = """
+import json, sqlite3, sys, time
+import django
+django.setup()
+from django.core.management import call_command
+from django.test import Client
+call_command("migrate", verbosity=0)
+client = Client()
+first = client.get("/api/feeds/").status_code
+holder = sqlite3.connect(sys.argv[1], isolation_level=None)
+holder.execute("BEGIN IMMEDIATE")  # a writer mid-transaction: an import, a seal
+began = time.monotonic()
+second = client.get("/api/feeds/").status_code
+seconds = time.monotonic() - began
+holder.execute("ROLLBACK")
+third = client.get("/api/feeds/").status_code
+from django.core.cache import cache
+counts = [cache.get(key.split(":", 2)[2]) for (key,) in
+          holder.execute("SELECT cache_key FROM feedpub_cache")]
+print(json.dumps([first, second, seconds, third, counts]))
+"""
+
+
+def test_sqlites_write_lock_held_leaves_requests_uncounted_at_once(tmp_path):
+    """On SQLite a count is a write: it waited for the write lock as every writer does (20 s),
+    then failed the request."""
+    database = tmp_path / "held.sqlite3"
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("DATABASE_URL", "FEEDPUB_", "DJANGO_", "POSTGRES_"))}
+    env.update({"DATABASE_URL": f"sqlite:///{database}", "DJANGO_SETTINGS_MODULE":
+                "feedpub.settings", "DEBUG": "false", "SECRET_KEY": "test",
+                "SECURE_SSL_REDIRECT": "false", "ALLOWED_HOSTS": "testserver",
+                "FEEDPUB_API_PROXIES": "0", "PYTHONPATH": str(ROOT)})
+    run = subprocess.run([sys.executable, "-c", SQLITE_WRITER_HOLDS_THE_LOCK,  # noqa: S603
+                          str(database)], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=120, check=True)
+    first, second, seconds, third, counts = json.loads(run.stdout.strip().splitlines()[-1])
+    assert (first, second, third) == (200, 200, 200), run.stdout
+    assert seconds < 1, run.stdout
+    assert "not counted" in run.stdout
+    assert counts == [2], run.stdout  # counted again once the lock is free

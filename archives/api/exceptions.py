@@ -3,15 +3,15 @@
 `errors` is present when the problem is in the request body or query, and names each
 field (for a batch: each operation by its index) with the reasons it was refused.
 
-API errors are JSON always: `handle` shapes what DRF's views raise (a lost database
-included: 503), and the project's handler400/404/500 (`bad_request`, `page_not_found`,
-`server_error`) answer JSON for /api/ paths whatever failed outside a DRF view.
+API errors are JSON always: `handle` shapes what DRF's views raise, and the project's
+handler400/404/500 (`bad_request`, `page_not_found`, `server_error`) answer JSON for /api/
+paths whatever failed outside a DRF view. A lost database is left to feedpub/reconnect.py,
+which retries a safe request on a new connection, else answers 503 (JSON here).
 """
 
 from __future__ import annotations
 
 import logging
-import sys
 from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
@@ -50,13 +50,6 @@ class Conflict(exceptions.APIException):
         self.errors = error.message_dict if hasattr(error, "error_dict") else None
         self.detail = ("; ".join(_flatten(self.errors)) if self.errors
                        else " ".join(error.messages)) or self.default_detail
-
-
-class ServiceUnavailable(exceptions.APIException):
-    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
-    default_detail = "The database is unavailable; try again shortly."
-    default_code = "service_unavailable"
-    wait = RETRY_AFTER_SECONDS  # DRF sends it as Retry-After
 
 
 class WrongAddress(exceptions.APIException):
@@ -103,8 +96,7 @@ def handle(exc: Exception, context: dict) -> Response | None:
     elif isinstance(exc, Feed.DoesNotExist):  # the write path reads a feed by its slug
         exc = exceptions.NotFound("No Feed matches the given query.")
     elif isinstance(exc, DATABASE_DOWN):
-        logger.error("API request failed: the database is unavailable", exc_info=exc)
-        exc = ServiceUnavailable()
+        return None  # raised on, to be retried or answered 503 (feedpub/reconnect.py)
     elif isinstance(exc, WrongBaseURL):  # this server's configuration, not the request
         logger.error("API write refused: %s", exc)
         exc = WrongAddress(str(exc))
@@ -150,14 +142,9 @@ def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
-    """Django calls it inside its `except` block (unhandled exceptions, already logged),
-    so the exception is at hand: a lost database is a 503, anything else a 500."""
+    """Unhandled exceptions, already logged (a lost database is feedpub/reconnect.py's)."""
     if not _is_api(request):
         return defaults.server_error(request)
-    if isinstance(sys.exc_info()[1], DATABASE_DOWN):
-        return json_error(ServiceUnavailable.status_code,
-                          str(ServiceUnavailable.default_detail),
-                          headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
     return json_error(status.HTTP_500_INTERNAL_SERVER_ERROR,
                       "Internal server error; it was logged.")
 
