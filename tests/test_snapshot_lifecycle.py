@@ -107,6 +107,38 @@ def test_the_snapshot_command_finishes_an_unfinished_snapshot_of_the_newest_entr
     assert not Snapshot.objects.filter(uuid=started.uuid).exists()
 
 
+def test_the_snapshot_command_and_a_sealer_taking_on_the_same_snapshot_finish_it_once(
+        feed, monkeypatch):
+    """`snapshot` resumes the unfinished snapshot a watching sealer is taking; when the
+    sealer's next slice stores pages first, the command goes on after them."""
+    write(feed, 12)
+    slow = SlowPages(monkeypatch)
+    sealer = snapshots.Snapshotting(slug=None, keep=3, every=3600)
+    sealer.step()  # pages 1 and 2
+    make_page, interleaved = slow.page, []
+
+    def page(snapshot, number, parts):
+        if not interleaved:  # the command renders page 3: the sealer stores 3 and 4
+            interleaved.append(number)
+            assert sealer.step() == []
+        return make_page(snapshot, number, parts)
+
+    monkeypatch.setattr(snapshots, "_page", page)
+    out = StringIO()
+    call_command("snapshot", "--feed", "books", stdout=out)
+
+    snapshot = Snapshot.objects.get()
+    assert interleaved == [3]
+    assert unfinished() == []
+    assert (snapshot.pages, snapshot.records) == (4, 12)
+    assert out.getvalue() == (f"books: snapshot {snapshot.uuid}, 12 records as of entry 12, "
+                              "4 page(s)\n")
+    at_once = [snapshots.linkedpages.render(parts) for parts in snapshots._chunks(
+        snapshots.live_entities(Feed.objects.get(pk=feed.pk), 12), 3)]
+    assert [bytes(body) for body in snapshot.page_set.order_by("number")
+            .values_list("body", flat=True)] == at_once
+
+
 def test_an_unfinished_snapshot_of_other_urls_is_taken_again(feed, monkeypatch, settings):
     """Pages stored under another base URL (a move: `rerender_documents` renders complete
     snapshots only) are not resumed: the snapshot is taken again."""

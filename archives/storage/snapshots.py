@@ -65,8 +65,16 @@ def take_snapshot(feed: Feed, *, keep: int | None = None,
     then delete all but that many newest complete snapshots (see `prune`). `on_records` is
     told how many records each page made holds (for a progress bar). Raises
     NothingToSnapshot."""
-    snapshot = start_snapshot(feed, resume_older=False)
-    advance_snapshot(snapshot, on_records=on_records)
+    while True:
+        snapshot = start_snapshot(feed, resume_older=False)
+        try:
+            advance_snapshot(snapshot, on_records=on_records)
+            break
+        except SnapshotLost:  # a watching sealer stored the next pages of it first
+            done = Snapshot.objects.filter(pk=snapshot.pk, complete=True).first()
+            if done is not None:
+                snapshot = done
+                break  # (else: resumed after the pages it stored)
     if keep is not None:
         prune(snapshot.feed, keep=keep)
     return snapshot
