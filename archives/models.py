@@ -319,12 +319,21 @@ class Snapshot(models.Model):
     created = models.DateTimeField()
     # Set once every page is stored: only complete snapshots are served.
     complete = models.BooleanField(default=False)
+    # When it was completed: the snapshot before it is superseded from then on, and kept
+    # FEEDPUB_SNAPSHOT_GRACE_SECONDS more for readers half-way through it.
+    completed_at = models.DateTimeField(null=True)
 
     class Meta:
         ordering = ["feed", "-created"]
         indexes = [
             # Serves /snapshots/latest: WHERE feed_id = ? AND complete ORDER BY created DESC
             models.Index(fields=["feed", "complete", "created"], name="snapshot_feed_latest"),
+        ]
+        constraints = [
+            # One unfinished snapshot a feed, which the next start resumes: sealers that
+            # crash again and again cannot pile them up.
+            models.UniqueConstraint(fields=["feed"], condition=models.Q(complete=False),
+                                    name="snapshot_one_unfinished_per_feed"),
         ]
 
     def __str__(self) -> str:

@@ -104,6 +104,8 @@ FEEDPUB_MAX_AGE = envint("FEEDPUB_MAX_AGE", "60")
 # (archives/documents/base.py): a bound on how long a change takes from its stamp to being
 # visible, plus the clock difference between hosts.
 FEEDPUB_LAST_MODIFIED_SETTLE = envint("FEEDPUB_LAST_MODIFIED_SETTLE", "1")
+# Seconds a superseded snapshot stays readable, for consumers half-way through it.
+FEEDPUB_SNAPSHOT_GRACE_SECONDS = envint("FEEDPUB_SNAPSHOT_GRACE_SECONDS", "3600")
 # OAI-PMH 2.0 at /oai (archives/oai/). Records a list answer holds at most (the rest follows
 # by resumption tokens, which never expire).
 FEEDPUB_OAI_PAGE_SIZE = envint("FEEDPUB_OAI_PAGE_SIZE", "100")

@@ -12,6 +12,12 @@ writers are never held up and nothing half-made is served. A snapshot can theref
 taken in slices (`advance_snapshot(until=...)`): each resumes after the last entity
 stored, which is how a watching sealer takes them without making sealing wait
 (`Snapshotting`).
+
+A feed has at most one unfinished snapshot (a constraint of the database), and starting a
+snapshot resumes it: a sealer killed again and again half-way through one finishes it
+over its restarts instead of leaving one behind each time. A superseded snapshot is
+deleted (`prune`) only once the one that superseded it has been complete for
+FEEDPUB_SNAPSHOT_GRACE_SECONDS, so that a consumer half-way through it can read the rest.
 """
 
 from __future__ import annotations
@@ -22,8 +28,9 @@ from collections.abc import Callable, Iterator
 from datetime import timedelta
 from itertools import islice
 
-from django.db import InterfaceError, OperationalError, transaction
-from django.db.models import Exists, OuterRef, Q, Subquery
+from django.conf import settings
+from django.db import IntegrityError, InterfaceError, OperationalError, transaction
+from django.db.models import Count, Exists, OuterRef, Q, Subquery
 
 from archives.db import address, fastsql
 from archives.documents import atom, base, linkedpages
@@ -46,25 +53,58 @@ class SnapshotLost(Exception):
     """The snapshot was deleted, completed or advanced by someone else meanwhile."""
 
 
+class NothingToSnapshot(ValueError):
+    """The feed has no entries: a consumer starts from its first page, which does not exist
+    yet, and a snapshot would point at it."""
+
+
 def take_snapshot(feed: Feed, *, keep: int | None = None,
                   on_records: Callable[[int], None] | None = None) -> Snapshot:
-    """Freeze `feed`'s live records as of its newest committed entry, all at once; with
-    `keep`, then delete all but that many newest complete snapshots (see `prune`).
-    `on_records` is told how many records each page made holds (for a progress bar)."""
-    snapshot = start_snapshot(feed)
-    advance_snapshot(snapshot, on_records=on_records)
+    """Freeze `feed`'s live records as of its newest committed entry, all at once (an
+    unfinished snapshot of that entry is finished: see `start_snapshot`); with `keep`,
+    then delete all but that many newest complete snapshots (see `prune`). `on_records` is
+    told how many records each page made holds (for a progress bar). Raises
+    NothingToSnapshot."""
+    while True:
+        snapshot = start_snapshot(feed, resume_older=False)
+        try:
+            advance_snapshot(snapshot, on_records=on_records)
+            break
+        except SnapshotLost:  # a watching sealer stored the next pages of it first
+            done = Snapshot.objects.filter(pk=snapshot.pk, complete=True).first()
+            if done is not None:
+                snapshot = done
+                break  # (else: resumed after the pages it stored)
     if keep is not None:
         prune(snapshot.feed, keep=keep)
     return snapshot
 
 
-def start_snapshot(feed: Feed) -> Snapshot:
-    """An empty, incomplete snapshot of `feed` cut at its newest committed entry."""
+def start_snapshot(feed: Feed, *, resume_older: bool = True) -> Snapshot:
+    """`feed`'s unfinished snapshot, to be resumed (one that a killed process left, or
+    one that another is taking: claims keep them from storing a page twice), else a new,
+    empty one cut at its newest committed entry. With `resume_older` false, an unfinished
+    one cut before that entry is deleted and a new one started instead. Raises
+    NothingToSnapshot."""
     feed.refresh_from_db()
+    if feed.last_seq == 0:
+        raise NothingToSnapshot(f"feed {feed.slug!r} has no entries yet: nothing to snapshot")
     address.require(feed)
-    return Snapshot.objects.create(feed=feed, last_seq=feed.last_seq,
-                                   last_updated=feed.last_updated,
-                                   created=base.change_stamp())
+    while True:
+        unfinished = Snapshot.objects.filter(feed=feed, complete=False).first()
+        if unfinished is not None and _resumable(unfinished, feed) and (
+                resume_older or unfinished.last_seq == feed.last_seq):
+            unfinished.feed = feed
+            return unfinished
+        if unfinished is not None:
+            abandon(unfinished)
+        try:
+            with transaction.atomic():
+                return Snapshot.objects.create(feed=feed, last_seq=feed.last_seq,
+                                               last_updated=feed.last_updated,
+                                               created=base.change_stamp())
+        except IntegrityError:
+            continue  # another process started one meanwhile: resume that one
 
 
 def advance_snapshot(snapshot: Snapshot, *, until: float | None = None,
@@ -76,8 +116,9 @@ def advance_snapshot(snapshot: Snapshot, *, until: float | None = None,
     address.require(feed)  # (moved meanwhile by rerender_documents: refused)
     snapshot.feed = feed
     pending: list[tuple[SnapshotPage, int]] = []
-    for parts in _chunks(live_entities(feed, snapshot.last_seq, after=_stored_up_to(snapshot)),
-                         feed.page_size):
+    last = _last_stored(snapshot)
+    after = 0 if last is None else linkedpages.seq_of(last)
+    for parts in _chunks(live_entities(feed, snapshot.last_seq, after=after), feed.page_size):
         number = snapshot.pages + len(pending) + 1
         pending.append((_page(snapshot, number, parts), len(parts)))
         if on_records is not None:
@@ -88,9 +129,7 @@ def advance_snapshot(snapshot: Snapshot, *, until: float | None = None,
             pending = []
             if out_of_time:
                 return False
-    _store(snapshot, pending, complete=True)
-    logger.info("snapshot %s of %s: %s records as of entry %s, %s pages", snapshot.uuid,
-                feed.slug, snapshot.records, snapshot.last_seq, snapshot.pages)
+    _store(snapshot, pending, complete=True)  # (the commands say so: not logged twice)
     return True
 
 
@@ -136,11 +175,14 @@ class Snapshotting:
         return bool(self.queue)
 
     def step(self, seconds: float = SLICE_SECONDS) -> list[Snapshot]:
-        """Start the snapshots due, then take them for about `seconds`; those completed.
-        A snapshot that fails is logged and dropped (the next round tries again), never
-        the sealer's failure; a lost database is (the sealer's loop handles it)."""
+        """Start the snapshots due (resuming unfinished ones), then take them for about
+        `seconds`; those completed. A round also deletes the snapshots superseded past
+        their grace. A snapshot that fails is logged and dropped (the next round tries
+        again), never the sealer's failure; a lost database is (the sealer's loop handles
+        it)."""
         until = time.monotonic() + seconds
         if not self.queue and (self.due is None or time.monotonic() >= self.due):
+            prune_all(slug=self.slug, keep=self.keep)  # whether or not their feeds changed
             self.queue = [start_snapshot(feed) for feed in changed_feeds(slug=self.slug)]
             self.due = None  # the next round: `every` seconds after this one ends
         completed = []
@@ -153,6 +195,8 @@ class Snapshotting:
                 completed.append(snapshot)
             except DATABASE_LOST:
                 raise
+            except SnapshotLost as lost:  # another sealer took it on: not a failure
+                logger.info("%s; the next round looks again", lost)
             except Exception:
                 logger.exception("snapshot %s of %s failed; the next round tries again",
                                  snapshot.uuid, snapshot.feed.slug)
@@ -162,7 +206,8 @@ class Snapshotting:
         return completed
 
     def abandon(self) -> None:
-        """Delete the snapshots under way (the sealer is stopping)."""
+        """Delete the snapshots under way (the sealer is stopping; a sealer killed instead
+        leaves them to the next start, which resumes them)."""
         for snapshot in self.queue:
             abandon(snapshot)
         self.queue = []
@@ -217,13 +262,22 @@ def _page(snapshot: Snapshot, number: int, parts: list[bytes]) -> SnapshotPage:
                         last_modified=linkedpages.last_modified_of(parts[-1]))
 
 
-def _stored_up_to(snapshot: Snapshot) -> int:
-    """The seq of the last entity stored of `snapshot` (0: none yet)."""
+def _last_stored(snapshot: Snapshot) -> bytes | None:
+    """The last entity stored of `snapshot` (None: none yet)."""
     if snapshot.pages == 0:
-        return 0
+        return None
     body = SnapshotPage.objects.values_list("body", flat=True).get(
         snapshot=snapshot, number=snapshot.pages)
-    return linkedpages.seq_of(linkedpages.split(bytes(body))[-1])
+    return linkedpages.split(bytes(body))[-1]
+
+
+def _resumable(snapshot: Snapshot, feed: Feed) -> bool:
+    """Whether the pages stored of an unfinished snapshot name records at the URLs the
+    feed's have now: not after a move to another base URL or slug, which
+    `rerender_documents` renders again in complete snapshots only."""
+    last = _last_stored(snapshot)
+    return last is None or linkedpages.location_of(last).startswith(
+        atom.record_url_prefix(feed.slug))
 
 
 def _store(snapshot: Snapshot, pending: list[tuple[SnapshotPage, int]], *,
@@ -235,7 +289,7 @@ def _store(snapshot: Snapshot, pending: list[tuple[SnapshotPage, int]], *,
         claimed = Snapshot.objects.filter(
             pk=snapshot.pk, pages=snapshot.pages, complete=False).update(
             pages=snapshot.pages + pages, records=snapshot.records + records,
-            complete=complete)
+            complete=complete, completed_at=base.change_stamp() if complete else None)
         if not claimed:
             raise SnapshotLost(f"snapshot {snapshot.uuid} was deleted or taken on elsewhere")
         fastsql.insert(SnapshotPage, [page for page, _ in pending],
@@ -251,18 +305,34 @@ def _chunks(items: Iterator[bytes], size: int) -> Iterator[list[bytes]]:
 
 
 def prune(feed: Feed, *, keep: int) -> int:
-    """Delete all but the `keep` newest complete snapshots of `feed`, and incomplete ones
-    left for a day (a snapshot killed half-way; a younger one may still be running)."""
+    """Delete the complete snapshots of `feed` older than its `keep` newest, each once a
+    newer one has been complete for FEEDPUB_SNAPSHOT_GRACE_SECONDS: until then a consumer
+    that began reading it while it was the newest reads the rest. (Unfinished ones are
+    resumed, never pruned: there is one a feed at most.)"""
     kept = list(Snapshot.objects.filter(feed=feed, complete=True)
                 .order_by("-created").values_list("created", flat=True)[:max(keep, 1)])
     if not kept:
         return 0
+    superseded_before = base.change_stamp() - timedelta(
+        seconds=settings.FEEDPUB_SNAPSHOT_GRACE_SECONDS)
+    past_grace = Snapshot.objects.filter(feed=OuterRef("feed"), complete=True,
+                                         created__gt=OuterRef("created"),
+                                         completed_at__lt=superseded_before)
     # Older than the oldest kept one: a snapshot another sealer completes meanwhile is
     # newer, and stays.
-    older = Q(complete=True, created__lt=kept[-1])
-    abandoned = Q(complete=False, created__lt=base.change_stamp() - timedelta(days=1))
-    doomed = Snapshot.objects.filter(feed=feed).filter(older | abandoned)
+    doomed = Snapshot.objects.filter(feed=feed, complete=True, created__lt=kept[-1]).filter(
+        Exists(past_grace))
     with transaction.atomic():
         SnapshotPage.objects.filter(snapshot__in=doomed).delete()
         count, _ = doomed.delete()
     return count
+
+
+def prune_all(*, slug: str | None = None, keep: int) -> int:
+    """`prune` each feed (or `slug`) with more than `keep` complete snapshots."""
+    feeds = Feed.objects.annotate(
+        complete_snapshots=Count("snapshots", filter=Q(snapshots__complete=True))
+    ).filter(complete_snapshots__gt=max(keep, 1))
+    if slug is not None:
+        feeds = feeds.filter(slug=slug)
+    return sum(prune(feed, keep=keep) for feed in feeds)

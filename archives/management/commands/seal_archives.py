@@ -108,10 +108,11 @@ class Command(BaseCommand):
                               f"{snapshot.records} records as of entry {snapshot.last_seq}")
 
     def abandon(self, snapshots: Snapshotting) -> None:
-        """Stopping: an unfinished snapshot is deleted (it would never be completed)."""
+        """Stopping: the unfinished snapshot is deleted, leaving nothing half-made behind
+        (a sealer killed instead leaves it to the next start, which resumes it)."""
         try:
             snapshots.abandon()
-        except Exception:  # noqa: BLE001 - left incomplete, pruned after a day
+        except Exception:  # noqa: BLE001 - left unfinished: the next start resumes it
             logger.exception("seal_archives: deleting an unfinished snapshot failed")
 
     def seal_once(self, slug: str | None, dry_run: bool, *, on_sealed,

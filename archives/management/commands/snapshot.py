@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from archives.consumer.progress import add_progress_argument, progress_bar
 from archives.models import Feed
-from archives.storage.snapshots import take_snapshot
+from archives.storage.snapshots import NothingToSnapshot, take_snapshot
 
 
 class Command(BaseCommand):
@@ -27,10 +27,20 @@ class Command(BaseCommand):
             if not feeds.exists():
                 raise CommandError(f"No feed {feed!r}")
         for each in feeds:
-            with progress_bar(self.stderr, progress, desc=each.slug, unit=" records") as bar:
-                if not bar.disable:  # the snapshot's records, unless a writer is busy
-                    bar.reset(total=each.records.filter(deleted_at=None).count())
-                snapshot = take_snapshot(each, keep=keep, on_records=bar.update)
+            try:
+                with progress_bar(self.stderr, progress, desc=each.slug,
+                                  unit=" records") as bar:
+                    if not bar.disable:  # the snapshot's records, unless a writer is busy
+                        bar.reset(total=each.records.filter(deleted_at=None).count())
+                    snapshot = take_snapshot(each, keep=keep, on_records=bar.update)
+            except NothingToSnapshot as error:
+                # Its index would point at a page 1 that does not exist yet; a consumer
+                # starts from that page once it does.
+                if feed is not None:
+                    raise CommandError(f"{error} (consumers start from its first page)") \
+                        from None
+                self.stdout.write(f"{each.slug}: no entries yet, no snapshot")
+                continue
             self.stdout.write(f"{each.slug}: snapshot {snapshot.uuid}, {snapshot.records} "
                               f"records as of entry {snapshot.last_seq}, "
                               f"{snapshot.pages} page(s)")
