@@ -208,37 +208,37 @@ def test_a_finished_thread_connection_is_not_kept_alive_by_its_compiled_lookup(d
     assert kept[0]() is None
 
 
-def test_oai_records_reads_what_the_orm_reads_in_updated_order(db):
+def test_oai_records_reads_what_the_orm_reads_in_datestamp_order(db):
     books, films = FeedFactory(slug="books"), FeedFactory(slug="films")
     for feed in (books, films, books):
         for key in ("b", "a", "c"):
             publishing.put_record(feed=feed, key=key, data=record_data(1, title=f"{key} ✓"))
     publishing.delete_record(feed=films, key="a")
-    columns = ("key", "updated", "deleted_at", "feed__slug", "feed__uuid", "pk", "title",
-               "summary", "metadata", "links", "created")
-    everything = list(Record.objects.order_by("updated", "pk").values_list(*columns))
+    columns = ("key", "datestamp", "updated", "deleted_at", "feed__slug", "feed__uuid", "pk",
+               "title", "summary", "metadata", "links", "created")
+    everything = list(Record.objects.order_by("datestamp", "pk").values_list(*columns))
     start, end = everything[1][1], everything[4][1]
-    after = (everything[2][1], everything[2][5])
+    after = (everything[2][1], everything[2][6])
 
     def orm(queryset, content=True):
-        return [row if content else row[:6]
-                for row in queryset.order_by("updated", "pk").values_list(*columns)[:2]]
+        return [row if content else row[:7]
+                for row in queryset.order_by("datestamp", "pk").values_list(*columns)[:2]]
 
     with CaptureQueriesContext(connection) as queries:
         assert oai_records(feed_id=None, start=None, end=None, after=None, content=True,
                            limit=2) == everything[:2]
         assert oai_records(feed_id=books.pk, start=start, end=end, after=None, content=False,
                            limit=2) == orm(Record.objects.filter(
-                               feed=books, updated__gte=start, updated__lt=end), content=False)
+                               feed=books, datestamp__gte=start, datestamp__lt=end), content=False)
         assert oai_records(feed_id=None, start=None, end=None, after=after, content=True,
                            limit=2) == everything[3:5]
     fast = oai_records(feed_id=films.pk, start=None, end=None, after=None, content=True,
                        limit=10)
     assert [row[0] for row in fast] == ["b", "c", "a"]  # the deleted one is the last change
-    assert fast[-1][2] is not None
+    assert fast[-1][3] is not None
     assert fast[0][1].tzinfo is not None
     assert "OFFSET" not in " ".join(query["sql"] for query in queries)
-    assert queries[-1]["sql"].endswith("ORDER BY r.updated, r.id LIMIT 2")
+    assert queries[-1]["sql"].endswith("ORDER BY r.datestamp, r.id LIMIT 2")
 
 
 @pytest.mark.parametrize("text", [

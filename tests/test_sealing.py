@@ -214,26 +214,30 @@ def test_the_command_refuses_an_unknown_feed(db):
         call_command("seal_archives", "--feed", "nope", stdout=StringIO())
 
 
-def test_a_rename_while_a_page_is_rendered_makes_the_sealer_give_up_that_render(
-        feed, monkeypatch):
+def test_a_move_while_a_page_is_rendered_makes_the_sealer_give_up_that_render(
+        feed, monkeypatch, settings):
+    """The claim requires the address the page was rendered under: a move recorded
+    meanwhile (rerender_documents) makes the sealer render the page again."""
     write(feed, 3)
     from archives.documents import atom
 
     real_render = atom.render_archive
+    moved = "https://feeds.example.org"
 
-    def render_then_rename(*args, **kwargs):
+    def render_then_move(*args, **kwargs):
         body = real_render(*args, **kwargs)
-        publishing.update_feed(feed=Feed.objects.get(pk=feed.pk), slug="renamed")
+        Feed.objects.filter(pk=feed.pk).update(base_url=moved)  # what a move records
+        settings.FEEDPUB_BASE_URL = moved
         return body
 
-    monkeypatch.setattr(atom, "render_archive", render_then_rename)
+    monkeypatch.setattr(atom, "render_archive", render_then_move)
     seal_feed(feed)
     monkeypatch.undo()
 
     page = ArchivePage.objects.get()
     links = {link.get("rel"): link.get("href")
              for link in etree.fromstring(bytes(page.body)).findall("a:link", NS)}
-    assert links["self"] == "http://127.0.0.1:8000/feeds/renamed/archives/1/"
+    assert links["self"] == f"{moved}/feeds/books/archives/1/"
 
 
 def test_seal_all_goes_on_past_a_feed_that_fails(feed, monkeypatch):
