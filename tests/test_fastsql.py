@@ -259,8 +259,9 @@ def test_insert_rows_inserts_in_one_statement_and_returns_one_new_id(db):
     from django.db import connection
 
     feed = FeedFactory(slug="books")
-    columns = ("feed_id", "key", "title", "summary", "metadata", "links", "created", "updated")
-    row = (feed.pk, "k1", "Title", "", '{"a": "ü"}', "[]", feed.created, feed.created)
+    columns = ("feed_id", "key", "title", "summary", "metadata", "links", "created", "updated",
+               "datestamp")
+    row = (feed.pk, "k1", "Title", "", '{"a": "ü"}', "[]", *[feed.created] * 3)
     with CaptureQueriesContext(connection) as queries:
         [pk] = fastsql.insert_rows(Record, columns, [row], returning_id=True)
         fastsql.insert_rows(Record, columns, [(feed.pk, f"k{n}", *row[2:]) for n in (2, 3)])
