@@ -80,6 +80,7 @@ def main_config(workdir: Path, include: Path) -> str:
         user = f"user {pwd.getpwuid(os.geteuid()).pw_name} {grp.getgrgid(os.getegid()).gr_name};"
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     temp = workdir / "temp"
+    done_variable = DONE_HEADER.lower().replace("-", "_")  # (only requests that carry it)
     text = MAIN_CONFIG.read_text()
     for old, new in (
         ("user  nginx;", f"{user}\ndaemon off;"),
@@ -89,8 +90,8 @@ def main_config(workdir: Path, include: Path) -> str:
         ("pid        /var/run/nginx.pid;", f"pid {workdir}/nginx.pid;"),
         ("access_log  /var/log/nginx/access.log  main;",
          f"access_log {workdir}/access.log main;\n"
-         f"    log_format feedpub_test_done '$http_{DONE_HEADER.lower().replace('-', '_')}';\n"
-         f"    access_log {workdir}/done.log feedpub_test_done;\n"
+         f"    log_format feedpub_test_done '$http_{done_variable}';\n"
+         f"    access_log {workdir}/done.log feedpub_test_done if=$http_{done_variable};\n"
          f"    client_body_temp_path {temp}/body;\n    proxy_temp_path {temp}/proxy;\n"
          f"    fastcgi_temp_path {temp}/fastcgi;\n    uwsgi_temp_path {temp}/uwsgi;\n"
          f"    scgi_temp_path {temp}/scgi;"),
@@ -132,7 +133,8 @@ class Nginx:
         "SSL_REDIRECT": "false", "HSTS_SECONDS": "0", "HSTS_INCLUDE_SUBDOMAINS": "false",
         "HSTS_PRELOAD": "false"})
     process: subprocess.Popen | None = None
-    tokens: itertools.count = field(default_factory=itertools.count)  # DONE_HEADER's values
+    # DONE_HEADER's values (from 1: nginx's `if=` logs no "0")
+    tokens: itertools.count = field(default_factory=lambda: itertools.count(1))
 
     @property
     def config(self) -> Path:
