@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import grp
 import http.client
+import itertools
 import os
 import pwd
 import re
@@ -32,6 +33,9 @@ VARIABLES = ("NGINX_PORT", "FEEDPUB_UPSTREAM", "FEEDPUB_LONGPOLL_UPSTREAM", "NGI
              "FEEDPUB_SECURE_SSL_REDIRECT", "FEEDPUB_SECURE_HSTS_SECONDS",
              "FEEDPUB_SECURE_HSTS_INCLUDE_SUBDOMAINS", "FEEDPUB_SECURE_HSTS_PRELOAD",
              "NGINX_RESOLVER")
+# A header of every request of Nginx.request, which the test configuration alone logs (to
+# done.log) once nginx is done with the request: see Nginx.request.
+DONE_HEADER = "X-Nginx-Test-Request"
 
 
 def nginx_binary() -> str | None:
@@ -78,12 +82,14 @@ def open_files() -> None:
 
 def main_config(workdir: Path, include: Path) -> str:
     """The deploy's nginx.conf (deploy/nginx/nginx.conf), as run here: its paths in
-    `workdir`, in the foreground, workers as the current user. Every other line is the
-    deploy's (its open files: `open_files`)."""
+    `workdir`, in the foreground, workers as the current user, and a second access log of
+    the requests nginx is done with (Nginx.request). Every other line is the deploy's (its
+    open files: `open_files`)."""
     user = "# (not root: nginx keeps its own user)"
     if os.geteuid() == 0:  # else nginx runs its workers as nobody, who cannot use workdir
         user = f"user {pwd.getpwuid(os.geteuid()).pw_name} {grp.getgrgid(os.getegid()).gr_name};"
     temp = workdir / "temp"
+    done_variable = DONE_HEADER.lower().replace("-", "_")  # (only requests that carry it)
     text = MAIN_CONFIG.read_text()
     for old, new in (
         ("user  nginx;", f"{user}\ndaemon off;"),
@@ -91,6 +97,8 @@ def main_config(workdir: Path, include: Path) -> str:
         ("pid        /var/run/nginx.pid;", f"pid {workdir}/nginx.pid;"),
         ("access_log  /var/log/nginx/access.log  main;",
          f"access_log {workdir}/access.log main;\n"
+         f"    log_format feedpub_test_done '$http_{done_variable}';\n"
+         f"    access_log {workdir}/done.log feedpub_test_done if=$http_{done_variable};\n"
          f"    client_body_temp_path {temp}/body;\n    proxy_temp_path {temp}/proxy;\n"
          f"    fastcgi_temp_path {temp}/fastcgi;\n    uwsgi_temp_path {temp}/uwsgi;\n"
          f"    scgi_temp_path {temp}/scgi;"),
@@ -132,6 +140,8 @@ class Nginx:
         "SSL_REDIRECT": "false", "HSTS_SECONDS": "0", "HSTS_INCLUDE_SUBDOMAINS": "false",
         "HSTS_PRELOAD": "false"})
     process: subprocess.Popen | None = None
+    # DONE_HEADER's values (from 1: nginx's `if=` logs no "0")
+    tokens: itertools.count = field(default_factory=lambda: itertools.count(1))
 
     @property
     def config(self) -> Path:
@@ -205,10 +215,34 @@ class Nginx:
 
     def request(self, path: str, headers: dict[str, str] | None = None,
                 method: str = "GET") -> Response:
+        """One request, on a connection of its own, answered once nginx is done with it.
+
+        A client has the whole response before nginx has stored it in its cache: the
+        worker that answered renames the cache file into place, then records it in the
+        shared zone, after sending the last byte. Meanwhile the other worker may take the
+        next request and answer it EXPIRED (the previous copy, being updated) or MISS (the
+        new file, with a header longer than the zone says: "cache file has too long
+        header"), never from the new copy. On a busy machine the first worker can wait
+        that long for a CPU. nginx logs a request only once it is done with it (its copy
+        stored), so this waits for that line, for this request's DONE_HEADER."""
+        token = str(next(self.tokens))
         connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=15)
         try:
-            connection.request(method, path, headers=headers or {})
+            connection.request(method, path, headers={**(headers or {}), DONE_HEADER: token})
             answer = connection.getresponse()
-            return Response(answer.status, answer.headers, answer.read())
+            response = Response(answer.status, answer.headers, answer.read())
         finally:
             connection.close()
+        self.wait_until_done(token)
+        return response
+
+    def wait_until_done(self, token: str, timeout: float = 30) -> None:
+        """Until nginx has logged the request that sent DONE_HEADER `token` (/nginx-health,
+        whose log is off, never is)."""
+        log = self.workdir / "done.log"
+        deadline = time.monotonic() + timeout
+        while not (log.exists() and token in log.read_text().split("\n")):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"nginx did not finish request {token} within "
+                                     f"{timeout} s\n{self.error_log()}")
+            time.sleep(0.002)

@@ -560,6 +560,13 @@ def named_server(address: str, port: int, name: str) -> ThreadingHTTPServer:
     return server
 
 
+def until_let_go(answered: float) -> None:
+    """Sleep until nginx's resolver no longer uses an answer it had by `answered` (valid=1s).
+    It counts whole seconds: an answer got in second S is used while its clock reads at
+    most S + 1, i.e. up to 2 s later (a fixed 1.5 s sleep often still met the old one)."""
+    time.sleep(max(0.0, int(answered) + 2 + 0.01 - time.time()))
+
+
 def test_nginx_starts_without_its_upstreams_and_follows_their_addresses(tmp_path):
     """docker-compose.yml's `web` and `longpoll` are names that Docker's DNS answers only
     while their containers exist, with a new address for a recreated one."""
@@ -571,16 +578,18 @@ def test_nginx_starts_without_its_upstreams_and_follows_their_addresses(tmp_path
     servers = []
     try:
         assert nginx.request("/anything").status == 502  # started, though `web` is unknown
+        answered = time.time()
         servers.append(named_server("127.0.0.1", port, "first"))
         dns.addresses["web.feedpub.test"] = "127.0.0.1"
-        time.sleep(1.5)  # the unknown name's answer expires (valid=1s)
+        until_let_go(answered)  # the unknown name's answer expires (valid=1s)
         assert nginx.request("/anything").body == b"first"
+        answered = time.time()
         # The container is recreated elsewhere: the same name, a new address.
         servers.append(named_server("127.0.0.2", port, "second"))
         servers[0].shutdown()
         servers[0].server_close()
         dns.addresses["web.feedpub.test"] = "127.0.0.2"
-        time.sleep(1.5)
+        until_let_go(answered)
         assert nginx.request("/anything").body == b"second"
     finally:
         nginx.stop()
