@@ -313,6 +313,12 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "timeout": 20,
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
+else:
+    # libpq waits for a vanished server (a stopped container's address) until the kernel
+    # gives up, about two minutes, with the worker stalled: bounded, that request is a 503.
+    # (`?connect_timeout=` in DATABASE_URL wins.)
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
+        "connect_timeout", envint("DATABASE_CONNECT_TIMEOUT", "3"))
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

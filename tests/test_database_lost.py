@@ -9,8 +9,13 @@ use, and a request that still cannot reach the database gets 503 with Retry-Afte
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import Permission, User
@@ -25,6 +30,8 @@ from archives.log.publishing import put_record
 
 from .asgi_server import AsgiServer
 from .factories import FeedFactory, record_data
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def terminate_every_other_backend() -> int:
@@ -173,3 +180,25 @@ def test_a_long_poll_outlives_a_terminated_backend(books, monkeypatch):
     assert answer.status_code == 200
     assert answer.headers["ETag"] != etag
     assert b"Record 9" in answer.content
+
+
+def test_a_database_that_never_answers_fails_a_connection_within_its_timeout():
+    """A server whose address still takes connections but never answers (a stopped
+    container's, a failover half done): the connection gives up after
+    DATABASE_CONNECT_TIMEOUT, so the request can be a 503, instead of holding the worker
+    until the kernel gives up (minutes)."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()  # the kernel completes connections; nobody ever answers them
+        port = silent.getsockname()[1]
+        env = {**os.environ, "DATABASE_URL": f"postgres://postgres@127.0.0.1:{port}/feedpub",
+               "DATABASE_CONNECT_TIMEOUT": "2"}
+        started = time.monotonic()
+        run = subprocess.run(  # noqa: S603
+            [sys.executable, "manage.py", "shell", "-c",
+             "from django.db import connection; connection.ensure_connection()"],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert run.returncode != 0
+    assert "OperationalError" in run.stderr, run.stderr[-2000:]
+    assert "timeout" in run.stderr, run.stderr[-2000:]
+    assert time.monotonic() - started < 30
