@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -533,4 +534,6 @@ def test_lists_are_read_by_the_datestamp_indexes(books, in_set, index):
         cursor.execute("SET LOCAL enable_seqscan = off")
         cursor.execute("EXPLAIN " + sql, params)
         plan = "\n".join(row[0] for row in cursor.fetchall())
-    assert f"Index Scan using {index} " in plan, plan
+    # An index scan, or a bitmap one on a tiny table's statistics (as the full suite leaves
+    # them): either way the index, never a scan of the table.
+    assert re.search(rf"(Index Scan using|Bitmap Index Scan on) {index} ", plan), plan

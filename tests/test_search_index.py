@@ -24,8 +24,9 @@ def test_a_search_uses_the_trigram_index(db, query):
         # chose these by itself on 1,000,000); written in SQL, as only the plan matters.
         cursor.execute(
             "INSERT INTO archives_record (feed_id, key, title, summary, metadata, links, "
-            "created, updated) SELECT %s, 'r' || lpad(n::text, 7, '0'), "
-            "'Glacier mass ' || n, 'Measured ' || n || ' in Otautahi', '{}', '[]', now(), now() "
+            "created, updated, datestamp) SELECT %s, 'r' || lpad(n::text, 7, '0'), "
+            "'Glacier mass ' || n, 'Measured ' || n || ' in Otautahi', '{}', '[]', "
+            "now(), now(), now() "
             "FROM generate_series(0, 99999) AS n", [feed.pk])
         cursor.execute("ANALYZE archives_record")
     plan = matching_records(feed, query).explain()
