@@ -12,7 +12,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from datetime import UTC, datetime, timedelta
 from io import StringIO
 from pathlib import Path
@@ -29,6 +28,7 @@ from archives.models import Feed, Snapshot, SnapshotPage
 from archives.storage import snapshots
 
 from .factories import FeedFactory, record_data
+from .test_stopping import wait_for_line
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = json.loads((ROOT / "tests" / "schema" / "snapshot-index.schema.json").read_text())
@@ -227,36 +227,22 @@ def start_sealer(url: str) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def read_until(process: subprocess.Popen, done, timeout: float = 120) -> list[str]:
-    """Lines of `process` up to the first that `done` accepts (killing it otherwise)."""
-    lines, deadline = [], time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if not line and process.poll() is not None:
-            break
-        lines.append(line)
-        if done(line):
-            return lines
-    process.kill()
-    raise AssertionError(f"never got there: {''.join(lines)}")
-
-
 def test_a_sealer_killed_with_sigkill_mid_snapshot_leaves_one_to_resume(process_database):
     """kill -9 twice half-way through a snapshot of 30 pages: each start finds one
     unfinished snapshot, further on than the last; the third completes it."""
     found = []
     for _ in range(3):
         sealer = start_sealer(process_database)
-        line = read_until(sealer, lambda line: line.startswith("unfinished"))[-1]
+        line = wait_for_line(sealer, "unfinished [", timeout=120)[-1]
         found.append(json.loads(line.split(" ", 1)[1]))
         stored = (found[-1] or [0])[0]
         if len(found) == 3:
             break
         # A slice renders three pages at most: the fourth is rendered once it is stored.
-        read_until(sealer, lambda line, n=stored + 4: line == f"rendering page {n}\n")
+        wait_for_line(sealer, f"rendering page {stored + 4}\n", timeout=120)
         sealer.send_signal(signal.SIGKILL)
         sealer.wait(timeout=30)
-    output = "".join(read_until(sealer, lambda line: " of books: " in line))
+    output = "".join(wait_for_line(sealer, " of books: ", timeout=120))
     sealer.send_signal(signal.SIGTERM)
     sealer.communicate(timeout=30)
 
