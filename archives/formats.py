@@ -31,9 +31,11 @@ def _http_date_of(second: int) -> str:
 
 def record_json(*, feed_uuid: uuid.UUID, key: str, title: str, summary: str, metadata,
                 links: list, created: datetime, updated: datetime, deleted: bool,
-                url: str) -> dict:
-    """A record as the API, its own URL and the linked-pages entities show it in JSON."""
-    return {
+                url: str, schema: str | None = None) -> dict:
+    """A record as the API, its own URL and the linked-pages entities show it in JSON;
+    `schema`: the URL of the version of its feed's record schema it was checked under
+    (left out when the feed had none, as before schemas existed)."""
+    shown = {
         "key": key,
         "atom_id": record_atom_id(feed_uuid, key),
         "title": title,
@@ -45,6 +47,9 @@ def record_json(*, feed_uuid: uuid.UUID, key: str, title: str, summary: str, met
         "deleted": deleted,
         "url": url,
     }
+    if schema is not None:
+        shown["schema"] = schema
+    return shown
 
 
 @lru_cache(maxsize=4096)

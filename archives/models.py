@@ -83,6 +83,9 @@ class Feed(models.Model):
     # seal ("" until then); a process configured with another refuses to write or seal,
     # and only `rerender_documents` moves it (archives/db/address.py).
     base_url = models.CharField(max_length=2000, blank=True, default="", editable=False)
+    # The version of its record schema in force (RecordSchema.version), None while its
+    # records have no schema. Changed only by archives.log.publishing, under the feed's lock.
+    schema_version = models.PositiveIntegerField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["slug"]
@@ -162,6 +165,9 @@ class Record(models.Model):
     # Its OAI-PMH datestamp: `updated`, or later once its feed moved to another base URL
     # after it (rerender_documents), since its URLs in OAI-PMH changed then.
     datestamp = models.DateTimeField()
+    # The version of the feed's record schema its current state was checked under
+    # (RecordSchema.version; None: the feed had none). Its entry says the same.
+    schema_version = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["feed", "key"]
@@ -216,6 +222,9 @@ class Entry(models.Model):
     # The record's metadata as it was at this entry, for the linked-pages entities. Null on
     # entries written before it was kept (migration 0005) whose record has changed since.
     metadata = models.JSONField(null=True, blank=True)
+    # The version of the feed's record schema the record was checked under at this entry
+    # (RecordSchema.version), None when the feed had none, and on deletion entries.
+    schema_version = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["feed", "seq"]
@@ -237,6 +246,34 @@ class Entry(models.Model):
     @property
     def is_deletion(self) -> bool:
         return self.kind == self.Kind.DELETE
+
+
+class RecordSchema(models.Model):
+    """One version of a feed's record schema: a JSON Schema (draft 2020-12) for its records'
+    `metadata`. Never changed once written: a change of the feed's schema is a new version
+    (archives.log.publishing), and entries name the version they were checked under."""
+
+    # No index of its own: the (feed, version) constraint's index serves every lookup.
+    feed = models.ForeignKey(Feed, on_delete=models.PROTECT, related_name="schema_versions",
+                             db_index=False)
+    version = models.PositiveIntegerField()  # 1, 2, 3 ... per feed
+    schema = models.JSONField()
+    created = models.DateTimeField()
+
+    class Meta:
+        ordering = ["feed", "version"]
+        constraints = [
+            # Serves /feeds/<slug>/schema/<version> and the write path's check: WHERE
+            # feed_id = ? AND version = ?
+            models.UniqueConstraint(fields=["feed", "version"],
+                                    name="record_schema_unique_version_per_feed"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.feed.slug} schema {self.version}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("archives:schema-version", args=[self.feed.slug, self.version])
 
 
 class ArchivePage(models.Model):

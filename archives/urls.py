@@ -17,6 +17,9 @@ urlpatterns = [
         name="archive-by-date",
     ),
     path("feeds/<slug:slug>/records/<str:key>", views.record, name="record"),
+    # The feed's record schema: the version in force, and each version (immutable).
+    path("feeds/<slug:slug>/schema", views.schema, name="schema"),
+    path("feeds/<slug:slug>/schema/<int:version>", views.schema_version, name="schema-version"),
     # The linked-pages representation of the same log, and its snapshots.
     path("feeds/<slug:slug>/pages/latest", views.newest_linked_page, name="linked-latest"),
     path("feeds/<slug:slug>/pages/<int:number>", views.linked_page, name="linked-page"),

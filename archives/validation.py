@@ -17,6 +17,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from django.core.exceptions import ValidationError
+from jsonschema import Draft202012Validator, FormatChecker
+from jsonschema.exceptions import SchemaError
+from referencing import Registry
+from referencing.exceptions import Unresolvable
+from referencing.jsonschema import DRAFT202012
 
 MAX_KEY_LENGTH = 200
 MAX_TITLE_LENGTH = 1000
@@ -345,3 +350,180 @@ RECORD_CHECKS = (
     ("metadata", _metadata),
     ("links", _links),
 )
+
+
+# Record schemas ------------------------------------------------------------------------
+# A feed may declare a JSON Schema (draft 2020-12) for its records' metadata
+# (docs/describing-records.md). `check_record_schema` says whether a value is one feedpub
+# takes, `RecordChecker` is one compiled (once per version: archives.db.schemas), and the
+# write path asks it about every record it is given, beside the rules above.
+
+SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+# The 15 elements of the Dublin Core Metadata Element Set, which `x-dc` on a property names
+# (OAI-PMH's oai_dc takes that element from the property).
+DUBLIN_CORE_ELEMENTS = ("title", "creator", "subject", "description", "publisher",
+                        "contributor", "date", "type", "format", "identifier", "source",
+                        "language", "relation", "coverage", "rights")
+DC_KEYWORD = "x-dc"
+# A refusal names at most this many places in one record (the first, by path).
+MAX_SCHEMA_ERRORS = 20
+MAX_SCHEMA_MESSAGE = 300
+SCHEMA_HELP = ("A JSON Schema (draft 2020-12) for the records' metadata, or empty for none. "
+               f"A property may name the Dublin Core element OAI-PMH fills from it with "
+               f'"{DC_KEYWORD}": "creator" (or title, subject, date, ...). A change is kept as '
+               "a new version, and is refused while live records do not match it.")
+
+# The formats checked (draft 2020-12 only annotates them unless told): a fixed list, so
+# that what is refused does not depend on which optional packages are installed.
+FORMATS = FormatChecker(formats=("date", "time", "email", "ipv4", "ipv6", "uuid", "regex"))
+RFC3339_DATE_TIME_RE = re.compile(
+    r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})", re.ASCII)
+URI_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:\S*", re.ASCII)
+# A metadata name written as `.name` in an error's path; others as `["na me"]`.
+PLAIN_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*", re.ASCII)
+
+
+@FORMATS.checks("date-time", raises=ValueError)
+def _is_date_time(value: object) -> bool:
+    if not isinstance(value, str):
+        return True  # formats apply to strings only
+    if not RFC3339_DATE_TIME_RE.fullmatch(value):
+        return False
+    from datetime import datetime
+
+    datetime.fromisoformat(value.upper().replace("Z", "+00:00"))  # a real day and time
+    return True
+
+
+@FORMATS.checks("uri")
+def _is_uri(value: object) -> bool:
+    return not isinstance(value, str) or bool(URI_RE.fullmatch(value))
+
+
+class RecordChecker:
+    """One version of a feed's record schema, compiled: `errors(metadata)` says where a
+    record's metadata does not match it."""
+
+    def __init__(self, schema: dict[str, Any], version: int | None = None):
+        self.schema = schema
+        self.version = version
+        self._validator = Draft202012Validator(schema, format_checker=FORMATS)
+
+    def errors(self, metadata: Any) -> list[str]:
+        """What is wrong with `metadata`, each as `metadata.path: why`; [] when it matches."""
+        if self._validator.is_valid(metadata):  # the common case, without sorting errors
+            return []
+        found = sorted(self._validator.iter_errors(metadata),
+                       key=lambda error: (metadata_path(error.absolute_path), error.message))
+        return [f"{metadata_path(error.absolute_path)}: {_shorter(error.message)}"
+                for error in found[:MAX_SCHEMA_ERRORS]]
+
+    def dublin_core(self) -> dict[str, str]:
+        """{property: Dublin Core element} for the properties that carry `x-dc`, in the
+        schema's order."""
+        properties = self.schema.get("properties")
+        if not isinstance(properties, dict):
+            return {}
+        return {name: sub[DC_KEYWORD] for name, sub in properties.items()
+                if isinstance(sub, dict) and DC_KEYWORD in sub}
+
+
+def metadata_path(path: Any) -> str:
+    """A place in a record's metadata as a person reads it: `metadata.creators[0].name`."""
+    text = "metadata"
+    for step in path:
+        if isinstance(step, int):
+            text += f"[{step}]"
+        elif PLAIN_NAME_RE.fullmatch(step):
+            text += f".{step}"
+        else:
+            text += f"[{json.dumps(step, ensure_ascii=False)}]"
+    return text
+
+
+def _shorter(message: str) -> str:
+    # A message quotes the value it refuses, which may be a whole nested object.
+    if len(message) <= MAX_SCHEMA_MESSAGE:
+        return message
+    return message[:MAX_SCHEMA_MESSAGE - 1] + "\u2026"
+
+
+def check_record_schema(value: Any) -> RecordChecker:
+    """A record schema feedpub takes, compiled; else ValidationError on "record_schema"
+    saying why."""
+    try:
+        schema, _ = _metadata(value)  # a JSON object, XML-safe, of bounded size and depth
+        _check_dialect(schema)
+        Draft202012Validator.check_schema(schema)
+        _check_references(schema)
+        _check_dublin_core(schema)
+    except SchemaError as error:
+        where = "/".join(map(str, error.absolute_path)) or "the top level"
+        problem = (f"Not a valid JSON Schema (draft 2020-12): at {where}: "
+                   f"{_shorter(error.message)}.")
+        raise ValidationError({"record_schema": [problem]}) from None
+    except ValidationError as error:
+        raise ValidationError({"record_schema": error.messages}) from None
+    return RecordChecker(schema)
+
+
+def _check_dialect(schema: dict[str, Any]) -> None:
+    dialect = schema.get("$schema", SCHEMA_DIALECT)
+    if not isinstance(dialect, str) or dialect.rstrip("#") != SCHEMA_DIALECT:
+        raise ValidationError(f"$schema must be {SCHEMA_DIALECT} (JSON Schema draft 2020-12), "
+                              "or left out.")
+    kind = schema.get("type", "object")
+    if kind != "object" and not (isinstance(kind, list) and "object" in kind):
+        raise ValidationError("A record's metadata is a JSON object: the schema's top-level "
+                              '"type" must be "object", or left out.')
+
+
+def _check_references(schema: dict[str, Any]) -> None:
+    """Every $ref must resolve inside the schema: feedpub fetches nothing while checking a
+    record (a reference it cannot follow would fail each write, not the schema's change)."""
+    base = "urn:feedpub:record-schema"
+    resolver = Registry().with_resource(base, DRAFT202012.create_resource(schema)).resolver(base)
+    for ref in _references(schema):
+        try:
+            resolver.lookup(ref)
+        except Unresolvable:
+            raise ValidationError(f"$ref {ref!r} does not resolve inside the schema; feedpub "
+                                  "follows references within the schema only (#/$defs/...)."
+                                  ) from None
+
+
+def _references(schema: Any) -> list[str]:
+    found, level = [], [schema]
+    while level:  # level by level, as _walk (the depth is bounded already)
+        for item in level:
+            if isinstance(item, dict):
+                found += [item[name] for name in ("$ref", "$dynamicRef")
+                          if isinstance(item.get(name), str)]
+        level = [child for item in level if isinstance(item, dict | list)
+                 for child in (item.values() if isinstance(item, dict) else item)]
+    return found
+
+
+def _check_dublin_core(schema: dict[str, Any]) -> None:
+    properties = schema.get("properties")
+    top = {id(sub) for sub in properties.values()} if isinstance(properties, dict) else set()
+    for place, sub in _subschemas(schema):
+        if DC_KEYWORD not in sub:
+            continue
+        if id(sub) not in top:
+            raise ValidationError(f"{DC_KEYWORD} at {place}: it is read only on the schema's "
+                                  "top-level properties (properties.<name>).")
+        if sub[DC_KEYWORD] not in DUBLIN_CORE_ELEMENTS:
+            raise ValidationError(f"{DC_KEYWORD} at {place}: {sub[DC_KEYWORD]!r} is not a Dublin "
+                                  f"Core element; one of {', '.join(DUBLIN_CORE_ELEMENTS)}.")
+
+
+def _subschemas(schema: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """Every object in the schema with its place (`properties/year`), level by level."""
+    found, level = [], [("", schema)]
+    while level:
+        found += [(place, item) for place, item in level if isinstance(item, dict)]
+        level = [(f"{place}/{name}".lstrip("/"), child)
+                 for place, item in level if isinstance(item, dict | list)
+                 for name, child in (item.items() if isinstance(item, dict) else enumerate(item))]
+    return found

@@ -150,7 +150,8 @@ def test_entry_rows_reads_by_seq_what_the_orm_reads(db):
                for row in rows + ranged)
     assert len(queries) == 2
     assert queries[0]["sql"].startswith("SELECT e.seq, e.kind, e.updated, e.title, e.summary, "
-                                        "e.links, r.key, e.metadata, r.created FROM")
+                                        "e.links, r.key, e.metadata, r.created, "
+                                        "e.schema_version FROM")
     assert "WHERE e.feed_id = " in queries[0]["sql"]
     assert "AND e.seq <= " not in queries[0]["sql"]
     assert queries[0]["sql"].endswith("ORDER BY e.seq")

@@ -24,7 +24,12 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
 from archives.db.address import WrongBaseURL
-from archives.log.publishing import BatchError, FeedPromised, PreconditionFailed
+from archives.log.publishing import (
+    BatchError,
+    FeedPromised,
+    PreconditionFailed,
+    SchemaConflict,
+)
 from archives.models import Feed, Record
 from archives.serving.negotiation import json_error
 
@@ -81,7 +86,7 @@ def as_drf(error: DjangoValidationError) -> serializers.ValidationError:
 
 def handle(exc: Exception, context: dict) -> Response | None:
     """REST_FRAMEWORK["EXCEPTION_HANDLER"]: the write path's errors as JSON answers."""
-    if isinstance(exc, FeedPromised):  # before ValidationError: a state, not bad input
+    if isinstance(exc, FeedPromised | SchemaConflict):  # before ValidationError: a state
         exc = Conflict(exc)
     elif isinstance(exc, BatchError):
         errors = {"operations": {str(index): why for index, why in exc.errors.items()}}

@@ -13,6 +13,8 @@ from django.urls import reverse
 from rest_framework import serializers
 
 from archives import validation
+from archives.db import schemas
+from archives.documents.atom import schema_url
 from archives.documents.records import record_json
 from archives.log import publishing
 from archives.log.publishing import MAX_BATCH_OPERATIONS
@@ -39,6 +41,14 @@ class StrictFieldsMixin:
         return super().to_internal_value(data)
 
 
+class RecordSchemaField(serializers.JSONField):
+    """The feed's record schema in force, read from its versions; what a write sets is
+    checked by the write path (archives.validation.check_record_schema), not here."""
+
+    def get_attribute(self, feed: Feed) -> Any:
+        return schemas.current_schema(feed)
+
+
 class FeedSerializer(StrictFieldsMixin, serializers.ModelSerializer):
     atom_id = serializers.CharField(read_only=True, help_text="The feed's atom:id.")
     url = serializers.SerializerMethodField(help_text="The subscription document (Atom).")
@@ -49,11 +59,18 @@ class FeedSerializer(StrictFieldsMixin, serializers.ModelSerializer):
     updated = serializers.DateTimeField(
         source="last_updated", read_only=True, allow_null=True,
         help_text="The time of the newest entry.")
+    record_schema = RecordSchemaField(
+        required=False, allow_null=True,
+        help_text=validation.SCHEMA_HELP + " Refused (409) while live records do not match it.")
+    schema = serializers.SerializerMethodField(
+        help_text="The URL of the version of record_schema in force (its describedby link; "
+                  "each record names the version it was checked under); null without one.")
 
     class Meta:
         model = Feed
         fields = ["slug", "title", "subtitle", "author", "language", "page_size", "atom_id",
-                  "url", "records", "entries", "sealed_pages", "updated", "created"]
+                  "url", "records", "entries", "sealed_pages", "updated", "created",
+                  "record_schema", "schema"]
         read_only_fields = ["sealed_pages", "created"]
         extra_kwargs = {
             # No UniqueValidator of the exact slug: validate_slug asks the write path,
@@ -67,6 +84,11 @@ class FeedSerializer(StrictFieldsMixin, serializers.ModelSerializer):
 
     def get_url(self, feed: Feed) -> str:
         return settings.FEEDPUB_BASE_URL + feed.get_absolute_url()
+
+    def get_schema(self, feed: Feed) -> str | None:
+        if feed.schema_version is None:
+            return None
+        return schema_url(feed.slug, feed.schema_version)
 
     def get_records(self, feed: Feed) -> str:
         return self._absolute(reverse("api:record-list", args=[feed.slug]))
@@ -164,6 +186,9 @@ class RecordSerializer(serializers.Serializer):
     deleted = serializers.BooleanField()
     url = serializers.URLField(required=False,
                                help_text="The record's public URL (Atom entry or JSON).")
+    schema = serializers.URLField(
+        required=False, help_text="The version of its feed's record schema the record was "
+                                  "checked under (absent when the feed had none).")
 
     def to_representation(self, record: Record) -> dict[str, Any]:
         if record.is_deleted and not self._may_view_deleted():

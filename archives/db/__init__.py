@@ -4,6 +4,7 @@
 by a test to the SQL it sends); `heads` keeps the Feed rows a process serves fresh through
 LISTEN/NOTIFY, and `announce` is how the write path tells every process; `cache` counts
 requests in the cache every process shares (the database's table or Redis) for the API's
-and the hub's throttles, which both import it (neither may import the other). May use
-models only, and of the libraries Django's cache, Redis' errors and DRF's throttle base.
+and the hub's throttles, which both import it (neither may import the other); `schemas`
+keeps each version of a feed's record schema compiled. May use models and validation only,
+and of the libraries Django's cache, Redis' errors and DRF's throttle base.
 """

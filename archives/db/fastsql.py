@@ -253,7 +253,8 @@ def entry_rows_sql(*, last: bool, newest_first: bool) -> str:
     records = connection.ops.quote_name(Record._meta.db_table)
     upto = "AND e.seq <= %s " if last else ""
     return (f"SELECT e.seq, e.kind, e.updated, e.title, e.summary, e.links, r.key, "  # noqa: S608
-            f"e.metadata, r.created FROM {entries} e JOIN {records} r ON r.id = e.record_id "
+            f"e.metadata, r.created, e.schema_version "
+            f"FROM {entries} e JOIN {records} r ON r.id = e.record_id "
             f"WHERE e.feed_id = %s AND e.seq >= %s {upto}"
             f"ORDER BY e.seq{' DESC' if newest_first else ''}")
 
@@ -261,8 +262,8 @@ def entry_rows_sql(*, last: bool, newest_first: bool) -> str:
 def entry_rows(feed: Feed, first_seq: int, last_seq: int | None, *,
                newest_first: bool) -> list[tuple]:
     """The feed's entries first_seq..last_seq (the (feed, seq) index), each as (seq, kind,
-    updated, title, summary, links, record key, metadata, record created): the columns of
-    atom.EntryRow, JSON decoded and timestamps aware.
+    updated, title, summary, links, record key, metadata, record created, schema version):
+    the columns of atom.EntryRow, JSON decoded and timestamps aware.
 
     What the ORM's values_list read, at a third of the cost a row: sealing reads every
     entry once, and through the ORM reading a page cost as much as rendering all three of
@@ -282,11 +283,13 @@ def entry_rows(feed: Feed, first_seq: int, last_seq: int | None, *,
     if postgresql:
         loads = _jsonb
         return [(seq, kind, updated, title, summary, loads(links), key,
-                 None if metadata is None else loads(metadata), created)
-                for seq, kind, updated, title, summary, links, key, metadata, created in rows]
+                 None if metadata is None else loads(metadata), created, version)
+                for seq, kind, updated, title, summary, links, key, metadata, created, version
+                in rows]
     return [(seq, kind, _aware(updated), title, summary, _json(links), key, _json(metadata),
-             _aware(created))
-            for seq, kind, updated, title, summary, links, key, metadata, created in rows]
+             _aware(created), version)
+            for seq, kind, updated, title, summary, links, key, metadata, created, version
+            in rows]
 
 
 def oai_records_sql(*, feed: bool, start: bool, end: bool, after: bool,

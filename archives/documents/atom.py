@@ -51,10 +51,11 @@ class EntryRow(NamedTuple):
     key: str
     metadata: dict | None
     created: datetime  # the record's
+    schema_version: int | None = None  # of the feed's record schema it was checked under
 
 
 ENTRY_ROW_COLUMNS = ("seq", "kind", "updated", "title", "summary", "links", "record__key",
-                     "metadata", "record__created")
+                     "metadata", "record__created", "schema_version")
 
 
 def entry_rows(feed: Feed, first_seq: int, last_seq: int | None = None, *, newest_first=False):
@@ -116,6 +117,11 @@ def archive_url(slug: str, number: int) -> str:
 
 def record_url(slug: str, key: str) -> str:
     return absolute(url_path("archives:record", slug, key))
+
+
+def schema_url(slug: str, version: int) -> str:
+    """Version `version` of a feed's record schema (what records checked under it link)."""
+    return absolute(url_path("archives:schema-version", slug, version))
 
 
 def record_url_prefix(slug: str) -> str:
@@ -468,7 +474,7 @@ def _entries_text(feed: Feed, rows: list[EntryRow], *, deletions: bool = True) -
                     f'<link rel="alternate" type="{attribute(HTML_TYPE)}" href="{{1}}"/>').format
     parts = []
     append = parts.append
-    for _, kind, updated, title, summary, links, key, _, _ in rows:
+    for _, kind, updated, title, summary, links, key, _, _, _ in rows:
         head = (f'<entry><id>{record_atom_id(feed_uuid, key)}</id>'
                 f'<title type="text">{text(title)}</title>'
                 f"<updated>{rfc3339(updated)}</updated>")

@@ -318,7 +318,7 @@ class CompleteDocument(FeedDocument):
                 if updated <= cut_updated:
                     # (metadata and created are not shown in an entry)
                     yield atom.EntryRow(0, LIVE, updated, title, summary, links, key, None,
-                                        updated)
+                                        updated, None)
                 elif (row := _as_of(pk, cut)) is not None:
                     yield row
             if len(batch) < self.chunk:

@@ -19,7 +19,7 @@ from urllib.parse import quote
 from archives.formats import http_date, record_json
 from archives.models import Entry, Feed
 
-from .atom import EntryRow, Link, hub_link, record_url_prefix, url
+from .atom import EntryRow, Link, hub_link, record_url_prefix, schema_url, url
 
 MULTIPART = "multipart/mixed"
 CRLF = b"\r\n"
@@ -63,7 +63,8 @@ def entity(feed: Feed, row: EntryRow, record_base: str) -> bytes:
     record = record_json(feed_uuid=feed.uuid, key=row.key, title=row.title,
                          summary=row.summary, metadata=row.metadata, links=row.links,
                          created=row.created, updated=row.updated, deleted=False,
-                         url=location)
+                         url=location, schema=None if row.schema_version is None
+                         else schema_url(feed.slug, row.schema_version))
     body = _as_json(record).encode()
     return f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body
 

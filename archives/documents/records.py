@@ -22,7 +22,9 @@ def record_json(record: Record) -> dict:
         feed_uuid=record.feed.uuid, key=record.key, title=record.title,
         summary=record.summary, metadata=record.metadata, links=record.links,
         created=record.created, updated=record.updated, deleted=record.is_deleted,
-        url=settings.FEEDPUB_BASE_URL + record.get_absolute_url())
+        url=settings.FEEDPUB_BASE_URL + record.get_absolute_url(),
+        schema=None if record.schema_version is None
+        else atom.schema_url(record.feed.slug, record.schema_version))
 
 
 class RecordDocument(Document):
@@ -70,7 +72,8 @@ class RecordJSONDocument(RecordDocument):
 
     def inputs(self) -> tuple:
         record, feed = self.record, self.record.feed
-        return (feed.uuid, feed.slug, record.key, record.created, record.updated)
+        return (feed.uuid, feed.slug, record.key, record.created, record.updated,
+                record.schema_version)
 
     def body(self) -> bytes:
         return json.dumps(record_json(self.record), ensure_ascii=False, indent=2).encode()

@@ -188,7 +188,7 @@ def _items_text(feed: Feed, rows: list[EntryRow]) -> str:
     shown = set()
     parts = []
     append = parts.append
-    for _, kind, updated, title, summary, _, key, _, _ in rows:
+    for _, kind, updated, title, summary, _, key, _, _, _ in rows:
         if key in shown:
             continue
         shown.add(key)

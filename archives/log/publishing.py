@@ -29,11 +29,17 @@ from django.db.models.functions import Lower
 from django.dispatch import receiver
 from django.utils import timezone
 
-from archives.db import address, fastsql
+from archives.db import address, fastsql, schemas
 from archives.db.heads import announce
 from archives.documents import base
-from archives.models import Entry, Feed, Record, Snapshot
-from archives.validation import RecordData, clean_feed_text, clean_key, clean_record
+from archives.models import Entry, Feed, Record, RecordSchema, Snapshot
+from archives.validation import (
+    RecordData,
+    check_record_schema,
+    clean_feed_text,
+    clean_key,
+    clean_record,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +92,10 @@ def put_record(
     `feed` is a Feed or its slug: a slug is read only once, under the lock (the API's
     single PUT), and raises Feed.DoesNotExist when no feed has it."""
     operation = Put(key=clean_key(key), record=clean_record(data))
-    return _write(feed, {0: operation}, if_match=if_match)[0]
+    try:
+        return _write(feed, {0: operation}, if_match=if_match)[0]
+    except BatchError as error:  # the record does not match the feed's schema
+        raise ValidationError(error.errors[0]) from None
 
 
 def delete_record(*, feed: Feed | str, key: str, if_match: str | None = None) -> Entry | None:
@@ -176,8 +185,8 @@ def _write(
         full_before = locked.full_pages
         changes = _Changes(locked, missing_ok=missing_ok)
         results = changes.apply(operations, if_match=if_match)
-        if invalid or changes.missing:
-            raise BatchError(dict(sorted({**(invalid or {}), **changes.missing}.items())))
+        if invalid or changes.refused:
+            raise BatchError(dict(sorted({**(invalid or {}), **changes.refused}.items())))
         if changes.entries:  # else nothing changed (a retried put): nothing to write
             changes.save()
             # Stamped last, just before the commit, as base.Document.last_modified
@@ -207,7 +216,10 @@ class _Changes:
         self.missing_ok = missing_ok  # a delete of an unknown key is skipped, not refused
         self.records: dict[str, Record] = {}
         self.entries: list[Entry] = []
-        self.missing: dict[int, dict[str, list[str]]] = {}  # deletes of unknown keys
+        # Operations refused under the lock: deletes of unknown keys, puts of records that
+        # do not match the feed's schema.
+        self.refused: dict[int, dict[str, list[str]]] = {}
+        self.schema = schemas.checker(feed)
         self.as_json = _JsonOnce()
 
     def apply(
@@ -227,13 +239,18 @@ class _Changes:
         if isinstance(operation, Delete):
             if record is None:
                 if not self.missing_ok:
-                    self.missing[index] = {
+                    self.refused[index] = {
                         "key": [f"No record {operation.key!r} in this feed to delete."]}
                 return None
             if record.is_deleted:
                 return None
             return self._append(record, Entry.Kind.DELETE, record.title, "", [], None)
         data = operation.record
+        if self.schema is not None:
+            errors = self.schema.errors(data.metadata)
+            if errors:
+                self.refused[index] = {"metadata": errors}
+                return None
         if record is None:
             record = _new_record(self.feed, operation.key)
             self.records[operation.key] = record
@@ -258,9 +275,13 @@ class _Changes:
         if record.pk is None and record.created is None:
             record.created = updated
         record.updated = record.datestamp = updated
-        record.deleted_at = updated if kind == Entry.Kind.DELETE else None
+        if kind == Entry.Kind.DELETE:  # (the record keeps the version its state had)
+            record.deleted_at, version = updated, None
+        else:
+            record.deleted_at = None
+            record.schema_version = version = self.feed.schema_version
         entry = _new_entry(self.feed, seq, record, kind, updated, title, summary, links,
-                           metadata)
+                           metadata, version)
         self.entries.append(entry)
         return entry
 
@@ -310,7 +331,7 @@ class _JsonOnce:
 
 
 RECORD_COLUMNS = ("id", "feed_id", "key", "title", "summary", "metadata", "links", "created",
-                  "updated", "deleted_at", "datestamp")
+                  "updated", "deleted_at", "datestamp", "schema_version")
 
 
 # Up to this many entries, a write inserts them with one INSERT rather than by COPY (and a
@@ -344,11 +365,11 @@ def _insert_records(records: list[Record], as_json: _JsonOnce) -> None:
 def _record_row(record: Record, as_json: _JsonOnce) -> tuple:
     return (record.pk, record.feed_id, record.key, record.title, record.summary,
             as_json(record.metadata), as_json(record.links), record.created, record.updated,
-            record.deleted_at, record.datestamp)
+            record.deleted_at, record.datestamp, record.schema_version)
 
 
 CHANGED_RECORD_COLUMNS = ("title", "summary", "metadata", "links", "updated", "deleted_at",
-                          "datestamp")
+                          "datestamp", "schema_version")
 
 
 def _update_records(records: list[Record], as_json: _JsonOnce) -> None:
@@ -359,13 +380,14 @@ def _update_records(records: list[Record], as_json: _JsonOnce) -> None:
         return
     fastsql.update_rows(Record, CHANGED_RECORD_COLUMNS, [
         (record.pk, record.title, record.summary, as_json(record.metadata),
-         as_json(record.links), record.updated, record.deleted_at, record.datestamp)
+         as_json(record.links), record.updated, record.deleted_at, record.datestamp,
+         record.schema_version)
         for record in records
     ])
 
 
 ENTRY_COLUMNS = ("feed_id", "seq", "record_id", "kind", "updated", "title", "summary", "links",
-                 "metadata")
+                 "metadata", "schema_version")
 
 
 def _insert_entries(entries: list[Entry], as_json: _JsonOnce) -> None:
@@ -375,7 +397,7 @@ def _insert_entries(entries: list[Entry], as_json: _JsonOnce) -> None:
         Entry.objects.bulk_create(entries)
         return
     rows = ((entry.feed_id, entry.seq, entry.record.pk, entry.kind, entry.updated, entry.title,
-             entry.summary, as_json(entry.links), as_json(entry.metadata))
+             entry.summary, as_json(entry.links), as_json(entry.metadata), entry.schema_version)
             for entry in entries)
     if len(entries) <= FEW_ROWS:
         fastsql.insert_rows(Entry, ENTRY_COLUMNS, list(rows))
@@ -394,14 +416,16 @@ ENTRY_FIELD_ORDER = ("id", *ENTRY_COLUMNS)
 
 
 def _new_record(feed: Feed, key: str) -> Record:
-    record = Record(None, feed.pk, key, "", "", {}, [], None, None, None, None)
+    record = Record(None, feed.pk, key, "", "", {}, [], None, None, None, None, None)
     _RECORD_FEED.set_cached_value(record, feed)
     return record
 
 
 def _new_entry(feed: Feed, seq: int, record: Record, kind: str, updated: datetime, title: str,
-               summary: str, links: list, metadata: dict | None) -> Entry:
-    entry = Entry(None, feed.pk, seq, record.pk, kind, updated, title, summary, links, metadata)
+               summary: str, links: list, metadata: dict | None,
+               schema_version: int | None) -> Entry:
+    entry = Entry(None, feed.pk, seq, record.pk, kind, updated, title, summary, links, metadata,
+                  schema_version)
     _ENTRY_FEED.set_cached_value(entry, feed)
     _ENTRY_RECORD.set_cached_value(entry, record)
     return entry
@@ -538,12 +562,19 @@ def _save_slug(feed: Feed, save: Callable[[], None], *, new: bool) -> None:
         raise
 
 
-def create_feed(*, slug: str, title: str, **fields: Any) -> Feed:
+def create_feed(*, slug: str, title: str, record_schema: Any = None, **fields: Any) -> Feed:
+    """Create a feed; `record_schema`, a JSON Schema for its records' metadata, is its
+    schema's version 1."""
     clean_feed_text({"title": title, **fields})
     check_slug(slug)
+    checker = None if record_schema is None else check_record_schema(record_schema)
     feed = Feed(slug=slug, title=title, **fields)
     feed.full_clean()
-    _save_slug(feed, feed.save, new=True)
+    with transaction.atomic():
+        _save_slug(feed, feed.save, new=True)
+        if checker is not None:
+            _add_schema_version(feed, checker)
+            feed.save(update_fields=["schema_version"])
     return feed
 
 
@@ -551,6 +582,8 @@ def update_feed(*, feed: Feed, **changes: Any) -> Feed:
     """Change a feed's description. Its slug and page size are fixed once it has an entry
     (FeedPromised): see Feed.frozen_fields."""
     clean_feed_text(changes)
+    new_schema = (_SchemaChange(feed, changes.pop("record_schema"))
+                  if "record_schema" in changes else None)
     with transaction.atomic():
         locked = Feed.objects.select_for_update().get(pk=feed.pk)
         refused = {name: [FROZEN[name]] for name in locked.frozen_fields
@@ -562,6 +595,8 @@ def update_feed(*, feed: Feed, **changes: Any) -> Feed:
         changed = [name for name, value in changes.items() if getattr(locked, name) != value]
         for name in changed:
             setattr(locked, name, changes[name])
+        if new_schema is not None and new_schema.apply(locked):
+            changed.append("schema_version")
         if changed:
             # Every document shows the feed's description (the subscription also the slug
             # and page size only through links and ranges, which a change may move).
@@ -585,4 +620,73 @@ def delete_feed(*, feed: Feed) -> None:
             raise FeedPromised(UNDELETABLE)
         announce(locked.pk)  # (before delete() clears its pk)
         Snapshot.objects.filter(feed=locked).delete()  # their pages go with them (CASCADE)
+        RecordSchema.objects.filter(feed=locked).delete()  # no entry names them
         locked.delete()
+
+
+class SchemaConflict(ValidationError):
+    """A record schema that live records of the feed do not match (a 409 at the API)."""
+
+
+class _SchemaChange:
+    """A change of a feed's record schema: a new version (never an edit of one), or none.
+
+    Live records must match the new schema: they are checked before the feed is locked
+    (a large feed takes a while, and writers must not wait for it) and those changed
+    meanwhile again under the lock, so that no record that does not match can slip in."""
+
+    def __init__(self, feed: Feed, schema: Any):
+        self.checker = None if schema is None else check_record_schema(schema)
+        if self.checker is not None:
+            self.checked_seq = Feed.objects.values_list("last_seq", flat=True).get(pk=feed.pk)
+            _refuse_breaking(self.checker, Record.objects.filter(feed_id=feed.pk))
+
+    def apply(self, locked: Feed) -> bool:
+        """Make it the locked feed's schema; whether that changed anything."""
+        current = schemas.current_schema(locked)
+        if self.checker is None:
+            locked.schema_version = None
+            return current is not None
+        if current is not None and _same_json(current, self.checker.schema):
+            return False
+        changed_since = Entry.objects.filter(feed=locked, seq__gt=self.checked_seq)
+        _refuse_breaking(self.checker, Record.objects.filter(
+            pk__in=changed_since.values("record_id")))
+        _add_schema_version(locked, self.checker)
+        return True
+
+
+def _refuse_breaking(checker, records) -> None:
+    """SchemaConflict if any live record of `records` does not match the schema, naming how
+    many do not and the first of them by key."""
+    failing, first = 0, None
+    live = records.filter(deleted_at__isnull=True).order_by("key")
+    for key, metadata in live.values_list("key", "metadata").iterator(chunk_size=2000):
+        errors = checker.errors(metadata)
+        if errors:
+            failing += 1
+            first = first or (key, errors)
+    if failing:
+        key, errors = first
+        raise SchemaConflict({"record_schema": [
+            f"{failing} live record(s) do not match this schema; the first, {key!r}: "
+            f"{'; '.join(errors)}. Correct them first (one batch of puts, under the current "
+            "schema), then change the schema."]})
+
+
+def _add_schema_version(feed: Feed, checker) -> None:
+    """Store the checker's schema as the feed's next version, and make it the feed's (the
+    caller saves the feed's schema_version)."""
+    latest = RecordSchema.objects.filter(feed=feed).order_by("-version").values_list(
+        "version", flat=True).first()
+    version = (latest or 0) + 1
+    RecordSchema.objects.create(feed=feed, version=version, schema=checker.schema,
+                                created=timezone.now())
+    feed.schema_version = version
+    schemas.keep(feed, version, checker.schema)
+
+
+def _same_json(a: Any, b: Any) -> bool:
+    # As JSON, not as Python: 1 == 1.0 == True there, and a schema's "const": 1 is not
+    # "const": true.
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)

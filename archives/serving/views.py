@@ -47,9 +47,10 @@ from archives.documents.linked import (
     SnapshotPageDocument,
 )
 from archives.documents.records import RecordDocument
+from archives.documents.schemas import CurrentSchemaDocument, SchemaVersionDocument
 from archives.html import pages
 from archives.html.activity import ActivityChart
-from archives.models import ArchivePage, Feed, Record, Snapshot, SnapshotPage
+from archives.models import ArchivePage, Feed, Record, RecordSchema, Snapshot, SnapshotPage
 from archives.push import hub
 from archives.validation import clean_key
 
@@ -201,6 +202,28 @@ def record(request: HttpRequest, slug: str, key: str, format: str | None) -> Htt
     if document.record.is_deleted:
         return error_response(format, 410, f"Record {key!r} was deleted.")
     return serve(request, document.as_json() if format == "json" else document)
+
+
+@read_only
+def schema(request: HttpRequest, slug: str) -> HttpResponse:
+    try:
+        document = CurrentSchemaDocument.for_feed(_feed_or_404(slug))
+    except RecordSchema.DoesNotExist:
+        raise Http404(f"Feed {slug!r} has no record schema") from None
+    response = serve(request, document)
+    response["Content-Location"] = document.url()
+    return response
+
+
+@read_only
+def schema_version(request: HttpRequest, slug: str, version: int) -> HttpResponse:
+    if not 1 <= version <= MAX_PAGE_NUMBER:  # the column's range too
+        raise Http404(f"Feed {slug!r} has no record schema version {version}")
+    try:
+        document = SchemaVersionDocument.for_version(_feed_or_404(slug), version)
+    except RecordSchema.DoesNotExist:
+        raise Http404(f"Feed {slug!r} has no record schema version {version}") from None
+    return serve(request, document)
 
 
 @read_only
