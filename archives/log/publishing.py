@@ -683,7 +683,9 @@ def _add_schema_version(feed: Feed, checker) -> None:
     RecordSchema.objects.create(feed=feed, version=version, schema=checker.schema,
                                 created=timezone.now())
     feed.schema_version = version
-    schemas.keep(feed, version, checker.schema)
+    # Kept compiled once committed: a version rolled back with its transaction must not stay
+    # here, where another process's version of the same number would find it.
+    transaction.on_commit(partial(schemas.keep, feed, version, checker.schema))
 
 
 def _same_json(a: Any, b: Any) -> bool:
