@@ -65,9 +65,11 @@ class MetadataFormat:
 
 def oai_dc(item: Item, stamp: str) -> str:
     metadata = item.metadata if isinstance(item.metadata, dict) else {}
-    from_schema = (() if item.schema_version is None
-                   else repository.dublin_core(item.feed_uuid, item.schema_version))
-    mapped = {name for name, _ in from_schema}
+    if item.schema_version is None:  # its feed had no schema: by name only
+        from_schema, mapped = (), ()
+    else:
+        from_schema = repository.dublin_core(item.feed_uuid, item.schema_version)
+        mapped = {name for name, _ in from_schema}
     values = {name: _texts(metadata[name]) for name in DC_FROM_METADATA
               if name in metadata and name not in mapped}
     values.update(title=[item.title], description=[item.summary] if item.summary else [],
