@@ -78,3 +78,59 @@ def settle(monkeypatch, seconds: float = 60) -> None:
     the future: incremental harvests are tested on the real clock."""
     monkeypatch.setattr(repository, "now",
                         lambda: datetime.now(tz=UTC) + timedelta(seconds=seconds))
+
+
+# A research-data catalogue's record schema, whose properties say where oai_dc takes its
+# Dublin Core elements from (x-dc), and a record of it.
+CATALOGUE_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "creators": {"type": "array", "x-dc": "creator", "items": {
+            "type": "object", "required": ["name"],
+            "properties": {"name": {"type": "string"}, "orcid": {"type": "string"}}}},
+        "keywords": {"type": "array", "items": {"type": "string"}, "x-dc": "subject"},
+        "published": {"type": "string", "format": "date", "x-dc": "date"},
+        "licence": {"type": "object", "x-dc": "rights", "properties": {
+            "id": {"type": "string"}, "url": {"type": "string", "format": "uri"}}},
+        "doi": {"type": "string", "x-dc": "identifier"},
+        # Named after an element, mapped to another: x-dc wins.
+        "subject": {"type": "string", "x-dc": "coverage"},
+        "language": {"type": "string"},  # no x-dc: by its name, as for feeds without a schema
+        "size": {"type": "integer"},  # neither: not in oai_dc
+    },
+}
+CATALOGUE_RECORD = {
+    "title": "Polonium measurements",
+    "summary": "Activity of pitchblende fractions.",
+    "links": [{"href": "https://example.org/landing/polonium"}],
+    "metadata": {
+        "size": 2048,
+        "licence": {"id": "CC-BY-4.0", "url": "https://creativecommons.org/licenses/by/4.0/"},
+        "language": "fr",
+        "creators": [{"name": "Curie, Marie", "orcid": "0000-0000-0000-0001"},
+                     {"name": "Curie, Pierre"}],
+        "published": "1898-07-18",
+        "subject": "Paris",
+        "doi": "https://doi.org/10.1234/polonium",
+        "keywords": ["Radioactivity", "Polonium"],
+    },
+}
+# Its oai_dc: elements in Dublin Core order, each element's values in the schema's order.
+CATALOGUE_DC = [
+    ("title", "Polonium measurements"),
+    ("creator", "Curie, Marie"), ("creator", "Curie, Pierre"),
+    ("subject", "Radioactivity"), ("subject", "Polonium"),
+    ("description", "Activity of pitchblende fractions."),
+    ("date", "1898-07-18"),
+    ("identifier", "{record_url}"), ("identifier", "https://example.org/landing/polonium"),
+    ("identifier", "https://doi.org/10.1234/polonium"),
+    ("language", "fr"),
+    ("coverage", "Paris"),
+    ("rights", "CC-BY-4.0, https://creativecommons.org/licenses/by/4.0/"),
+]
+
+
+def dublin_core(document: etree._Element) -> list[tuple[str, str]]:
+    """The (element, text) pairs of the first oai_dc record of an answer, in its order."""
+    dc = document.find(".//oai_dc:dc", NS)
+    return [(etree.QName(element).localname, element.text) for element in dc]

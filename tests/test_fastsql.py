@@ -216,7 +216,7 @@ def test_oai_records_reads_what_the_orm_reads_in_datestamp_order(db):
             publishing.put_record(feed=feed, key=key, data=record_data(1, title=f"{key} ✓"))
     publishing.delete_record(feed=films, key="a")
     columns = ("key", "datestamp", "updated", "deleted_at", "feed__slug", "feed__uuid", "pk",
-               "title", "summary", "metadata", "links", "created")
+               "title", "summary", "metadata", "links", "created", "schema_version")
     everything = list(Record.objects.order_by("datestamp", "pk").values_list(*columns))
     start, end = everything[1][1], everything[4][1]
     after = (everything[2][1], everything[2][6])

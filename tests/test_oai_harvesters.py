@@ -30,7 +30,7 @@ from archives.oai.repository import identifier
 
 from .factories import FeedFactory, record_data
 from .feeds_live import random_history
-from .oai import settle
+from .oai import CATALOGUE_DC, CATALOGUE_RECORD, CATALOGUE_SCHEMA, settle
 
 
 @pytest.fixture
@@ -186,6 +186,29 @@ def test_incremental_harvests_during_concurrent_writes_equal_the_database(
         harvest_into(scythe, seen, since)
     assert harvests >= 3  # the harvests ran while the writers wrote
     assert seen == database_state()
+
+
+@pytest.mark.usefixtures("pyoai_on_lxml_6")
+def test_harvesters_read_the_dublin_core_a_feeds_schema_maps(live_server, settings,
+                                                              transactional_db, monkeypatch):
+    settings.FEEDPUB_BASE_URL = live_server.url
+    settle(monkeypatch)
+    feed = publishing.create_feed(slug="data", title="Research data",
+                                  record_schema=CATALOGUE_SCHEMA)
+    publishing.put_record(feed=feed, key="polonium", data=CATALOGUE_RECORD)
+    record_url = f"{live_server.url}/feeds/data/records/polonium"
+    expected: dict[str, list[str]] = {}
+    for name, text in CATALOGUE_DC:
+        expected.setdefault(name, []).append(text.format(record_url=record_url))
+    with Scythe(f"{live_server.url}/oai") as scythe:
+        [record] = scythe.list_records(metadata_prefix="oai_dc", set_="data")
+        assert record.metadata == expected
+    registry = MetadataRegistry()
+    registry.registerReader("oai_dc", oai_dc_reader)
+    _, metadata, _ = Client(f"{live_server.url}/oai", registry).getRecord(
+        identifier=identifier(feed.uuid, "polonium"), metadataPrefix="oai_dc")
+    for name, texts in expected.items():
+        assert metadata.getField(name) == texts
 
 
 class RecordingScythe(Scythe):

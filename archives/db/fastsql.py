@@ -305,7 +305,8 @@ def oai_records_sql(*, feed: bool, start: bool, end: bool, after: bool,
         ("r.datestamp >= %s AND (r.datestamp > %s OR r.id > %s)", after),
     ) if wanted]
     return ("SELECT r.key, r.datestamp, r.updated, r.deleted_at, f.slug, f.uuid, r.id"  # noqa: S608
-            + (", r.title, r.summary, r.metadata, r.links, r.created" if content else "")
+            + (", r.title, r.summary, r.metadata, r.links, r.created, r.schema_version"
+               if content else "")
             + f" FROM {records} r JOIN {feeds} f ON f.id = r.feed_id"
             + (f" WHERE {' AND '.join(where)}" if where else "")
             + " ORDER BY r.datestamp, r.id LIMIT %s")
@@ -316,7 +317,8 @@ def oai_records(*, feed_id: int | None, start: datetime | None, end: datetime | 
     """Up to `limit` records (of one feed, or all) with start <= datestamp < end, after the
     position `after` = (datestamp, id), in (datestamp, id) order: each as (key, datestamp,
     updated, deleted_at, feed slug, feed uuid, id) and, with `content`, (title, summary, metadata,
-    links, created) after them; JSON decoded, timestamps aware, the uuid a UUID."""
+    links, created, schema_version) after them; JSON decoded, timestamps aware, the uuid a
+    UUID."""
     moment = connection.ops.adapt_datetimefield_value  # as the ORM sends a timestamp
     params = [value for value, wanted in ((feed_id, feed_id is not None),
                                           (moment(start), start is not None),
@@ -337,7 +339,7 @@ def oai_records(*, feed_id: int | None, start: datetime | None, end: datetime | 
         if not content:
             return rows
         loads = json.loads
-        return [(*row[:9], loads(row[9]), loads(row[10]), row[11]) for row in rows]
+        return [(*row[:9], loads(row[9]), loads(row[10]), *row[11:]) for row in rows]
 
     def converted(row: tuple) -> tuple:  # SQLite: text for timestamps, JSON and the uuid
         key, stamp, updated, deleted_at, slug, feed_uuid, pk, *more = row
@@ -345,8 +347,8 @@ def oai_records(*, feed_id: int | None, start: datetime | None, end: datetime | 
                 uuid.UUID(feed_uuid), pk)
         if not content:
             return head
-        title, summary, metadata, links, created = more
-        return (*head, title, summary, _json(metadata), _json(links), _aware(created))
+        title, summary, metadata, links, created, version = more
+        return (*head, title, summary, _json(metadata), _json(links), _aware(created), version)
 
     return list(map(converted, rows))
 

@@ -17,8 +17,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from archives import formats
-from archives.documents.atom import escape_attribute, escape_text, record_url_prefix, url
+from archives.documents.atom import (
+    escape_attribute,
+    escape_text,
+    record_url_prefix,
+    schema_url,
+    url,
+)
 
+from . import repository
 from .repository import Item
 
 XSI = "http://www.w3.org/2001/XMLSchema-instance"
@@ -30,13 +37,17 @@ FEEDPUB = "urn:feedpub:oai-record:1"
 FEEDPUB_SCHEMA_FILE = Path(__file__).with_name("feedpub-record.xsd")
 
 # Dublin Core elements a record's metadata may name (a string, a number, or a list of
-# them); title, description, date and identifier come from the record itself. Written in
-# the order of the element set (which oai_dc.xsd does not require, but readers expect).
+# them) when its feed's schema does not say otherwise (`x-dc`); title, description, date and
+# identifier come from the record itself. Written in the order of the element set (which
+# oai_dc.xsd does not require, but readers expect).
 DC_FROM_METADATA = ("creator", "subject", "publisher", "contributor", "type", "format",
                     "source", "language", "relation", "coverage", "rights")
 DC_ORDER = ("title", "creator", "subject", "description", "publisher", "contributor", "date",
             "type", "format", "identifier", "source", "language", "relation", "coverage",
             "rights")
+# What an object stands for in Dublin Core, when a property with x-dc holds one: the first
+# of these members that is a string or a number.
+DC_OBJECT_NAMES = ("name", "title", "label", "value")
 # The root of an oai_dc record; xsi is declared on the answer's root (verbs.py).
 _DC_OPEN = (f'<oai_dc:dc xmlns:oai_dc="{OAI_DC}" xmlns:dc="{DC}" '
             f'xsi:schemaLocation="{OAI_DC} {OAI_DC_SCHEMA}">')
@@ -54,10 +65,20 @@ class MetadataFormat:
 
 def oai_dc(item: Item, stamp: str) -> str:
     metadata = item.metadata if isinstance(item.metadata, dict) else {}
-    values = {name: _texts(metadata[name]) for name in DC_FROM_METADATA if name in metadata}
+    if item.schema_version is None:  # its feed had no schema: by name only
+        from_schema, mapped = (), ()
+    else:
+        from_schema = repository.dublin_core(item.feed_uuid, item.schema_version)
+        mapped = {name for name, _ in from_schema}
+    values = {name: _texts(metadata[name]) for name in DC_FROM_METADATA
+              if name in metadata and name not in mapped}
     values.update(title=[item.title], description=[item.summary] if item.summary else [],
-                  date=[stamp], identifier=[_record_url(item),
-                                            *(link["href"] for link in item.links)])
+                  identifier=[_record_url(item), *(link["href"] for link in item.links)])
+    for name, element in from_schema:  # after the record's own, in the schema's order
+        if name in metadata:
+            values.setdefault(element, []).extend(_schema_texts(metadata[name]))
+    if not values.get("date"):  # no date property: the record's last change
+        values["date"] = [stamp]
     return "".join((_DC_OPEN, *(f"<dc:{name}>{escape_text(text)}</dc:{name}>"
                                 for name in DC_ORDER for text in values.get(name, ())),
                     "</oai_dc:dc>"))
@@ -68,12 +89,35 @@ def _record_url(item: Item) -> str:
 
 
 def _texts(value) -> list[str]:
-    """The texts of a metadata value: a string or a number, or a list of them (objects,
-    booleans and nulls have no Dublin Core reading and are left to the feedpub format)."""
+    """The texts of a metadata value named after an element: a string or a number, or a list
+    of them (objects, booleans and nulls are left to the feedpub format)."""
     values = value if isinstance(value, list) else [value]
-    return [str(item) for item in values
-            if isinstance(item, str | int | float) and not isinstance(item, bool)
-            and str(item)]
+    return [text for item in values if (text := _scalar(item))]
+
+
+def _schema_texts(value) -> list[str]:
+    """The texts of a property the schema maps to an element (x-dc): as _texts, and an
+    object (alone or in a list) gives one text, what _object_text says."""
+    values = value if isinstance(value, list) else [value]
+    return [text for item in values
+            if (text := _object_text(item) if isinstance(item, dict) else _scalar(item))]
+
+
+def _object_text(value: dict) -> str:
+    """An object as one Dublin Core text: its name (DC_OBJECT_NAMES), else its string and
+    number members joined by ", " in the order of their names (PostgreSQL's jsonb keeps no
+    other); "" (left out) when it has neither."""
+    for name in DC_OBJECT_NAMES:
+        if text := _scalar(value.get(name)):
+            return text
+    return ", ".join(text for _, member in sorted(value.items()) if (text := _scalar(member)))
+
+
+def _scalar(value) -> str:
+    """A string or a number as text; "" for anything else (no Dublin Core reading)."""
+    if isinstance(value, str | int | float) and not isinstance(value, bool):
+        return str(value)
+    return ""
 
 
 def feedpub(item: Item, stamp: str) -> str:  # (its updated is RFC 3339, to the microsecond)
@@ -97,6 +141,9 @@ def feedpub(item: Item, stamp: str) -> str:  # (its updated is RFC 3339, to the 
         element("updated", formats.rfc3339(item.updated)),
         # JSON text: lossless whatever the metadata holds (validation keeps it XML-safe).
         element("metadata", json.dumps(item.metadata, ensure_ascii=False)),
+        # The version of its feed's record schema it was checked under (none: no element).
+        "" if item.schema_version is None
+        else element("schema", schema_url(item.slug, item.schema_version)),
         "</record>",
     ))
 

@@ -46,7 +46,7 @@ from django.db import connection
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from archives.db import fastsql
+from archives.db import fastsql, schemas
 from archives.models import Feed, Record
 
 from .protocol import ListState, Position
@@ -122,6 +122,7 @@ class Item(NamedTuple):
     metadata: Any = None
     links: list = []
     created: datetime | None = None
+    schema_version: int | None = None  # of its feed's record schema it was checked under
 
     @property
     def is_deleted(self) -> bool:
@@ -130,7 +131,7 @@ class Item(NamedTuple):
 
 # Item's fields as the ORM names them (for a lookup by identifier; lists read by fastsql).
 ITEM_FIELDS = ("key", "datestamp", "updated", "deleted_at", "feed__slug", "feed__uuid", "id",
-               "title", "summary", "metadata", "links", "created")
+               "title", "summary", "metadata", "links", "created", "schema_version")
 
 
 def item_by_identifier(text: str) -> Item | None:
@@ -145,6 +146,16 @@ def item_by_identifier(text: str) -> Item | None:
     row = Record.objects.filter(feed__uuid=feed_uuid, key=match[3]).values_list(
         *ITEM_FIELDS).first()
     return None if row is None else Item(*row)
+
+
+@lru_cache(maxsize=schemas.MAX_KEPT)
+def dublin_core(feed_uuid: uuid.UUID, version: int) -> tuple[tuple[str, str], ...]:
+    """(property, Dublin Core element) for each property of version `version` of the feed's
+    record schema that carries `x-dc`, in the schema's order. A version never changes and a
+    uuid is never reused, so what is kept is never stale: one query per version and process,
+    not one per record of a list."""
+    feed = Feed.objects.only("id", "uuid").get(uuid=feed_uuid)
+    return tuple(schemas.version_checker(feed, version).dublin_core().items())
 
 
 def earliest_datestamp() -> datetime:
