@@ -3,35 +3,45 @@
 
 A file is JSON lines (one record a line, the API's record body plus its `key`) or CSV (a
 header row; `key`, `title`, `summary`, `links` and `metadata` columns, every other column
-a metadata field). Lines go to `publishing.apply_batch` `batch_size` at a time, each batch
-all or nothing, so a bad line stops the import with nothing of its batch written and
-every batch before it committed. Re-running the file is safe: a put identical to the
-stored record appends nothing, so batches already written append nothing again. For that
-to hold, a key may appear once in a file (two versions of one record would both be written
-again on every run).
+a metadata field, typed by the feed's record schema when it has one: `CellType`). Lines
+go to `publishing.apply_batch` `batch_size` at a time, each batch all or nothing, so a bad
+line stops the import with nothing of its batch written and every batch before it
+committed; every record is checked there, against the feed's schema too. Re-running the
+file is safe: a put identical to the stored record appends nothing, so batches already
+written append nothing again. For that to hold, a key may appear once in a file (two
+versions of one record would both be written again on every run).
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ValidationError
+from referencing import Registry
+from referencing.exceptions import Unresolvable
+from referencing.jsonschema import DRAFT202012
 
 from archives import jsoninput
+from archives.db import schemas
 from archives.log import publishing
 from archives.models import Entry, Feed, Record
+from archives.validation import RecordChecker
+
+if TYPE_CHECKING:  # (referencing documents its Resolver, but exports it only from here)
+    from referencing._core import Resolver
 
 FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv"}
 # What the API adds to a record it shows: ignored, so that a file of its answers loads.
 SHOWN_ONLY = frozenset({"atom_id", "created", "updated", "url"})
 RECORD_COLUMNS = ("title", "summary")
 JSON_COLUMNS = {"metadata": dict, "links": list}
-TRUE, FALSE = frozenset({"true", "1", "yes"}), frozenset({"false", "0", "no", ""})
+TRUE, FALSE = frozenset({"true", "1", "yes"}), frozenset({"false", "0", "no"})
 
 
 @dataclass
@@ -58,21 +68,34 @@ class _Unreadable(Exception):
 
 
 class ImportFailed(Exception):
-    """Lines of the file are wrong: `problems` maps each line number to what is wrong.
-    Nothing of the batch holding them was written; `outcome` is what was before it."""
+    """Lines of the file are wrong: `problems` maps each line number to what is wrong with
+    it, said whole (`line 7, column "year": 'eighteen' is not an integer`). Nothing of the
+    batch holding them was written; `outcome` is what was before it."""
 
     def __init__(self, problems: dict[int, str], outcome: Outcome):
         self.problems, self.outcome = dict(sorted(problems.items())), outcome
-        super().__init__("; ".join(f"line {n}: {why}" for n, why in self.problems.items()))
+        super().__init__("; ".join(self.problems.values()))
 
 
 @dataclass(frozen=True)
 class Line:
-    """One record of the file: the batch operation it makes, or why it makes none."""
+    """One record of the file: the batch operation it makes, or why it makes none (and
+    the CSV column that is wrong, when it is one cell)."""
 
     number: int
     operation: dict[str, Any] | None = None
     problem: str | None = None
+    column: str | None = None
+
+    def said(self, why: str) -> str:
+        """What is wrong with the line, naming where."""
+        return _at(self.number, why, self.column)
+
+
+def _at(number: int, why: str, column: str | None = None) -> str:
+    where = f"line {number}" + (f", column {json.dumps(column, ensure_ascii=False)}"
+                                if column is not None else "")
+    return f"{where}: {why}"
 
 
 def format_of(path: str | Path) -> str | None:
@@ -88,31 +111,34 @@ def import_records(*, feed: Feed, path: str | Path, file_format: str, batch_size
     Such a delete is refused, unless `missing_ok` (a file regenerated every night may
     delete what was never imported): then it is skipped and counted."""
     outcome, problems = Outcome(), {}
+    schema = schemas.checker(feed)  # (the write path checks each batch under the one in force)
     with open(path, "rb") as file:
-        lines = _once_per_key(READERS[file_format](_decoded(file, on_bytes)))
+        lines = _once_per_key(READERS[file_format](_decoded(file, on_bytes), schema))
         try:
             for batch in _batches(lines, batch_size):
                 if dry_run:
-                    problems.update(_check(batch, outcome))
+                    problems.update(_check(batch, outcome, schema))
                 else:
-                    _apply(feed, batch, outcome, missing_ok=missing_ok)
+                    _apply(feed, batch, outcome, schema, missing_ok=missing_ok)
         except _Unreadable as error:  # (the batch it was reading is not written)
-            raise ImportFailed({**problems, error.number: error.why}, outcome) from None
+            raise ImportFailed({**problems, error.number: _at(error.number, error.why)},
+                               outcome) from None
     if problems:
         raise ImportFailed(problems, outcome)
     return outcome
 
 
-def _apply(feed: Feed, batch: list[Line], outcome: Outcome, *, missing_ok: bool) -> None:
+def _apply(feed: Feed, batch: list[Line], outcome: Outcome, schema: RecordChecker | None, *,
+           missing_ok: bool) -> None:
     if any(line.problem for line in batch):  # not sent: named with every other bad line
-        raise ImportFailed(_check(batch, Outcome()), outcome)
+        raise ImportFailed(_check(batch, Outcome(), schema), outcome)
     operations = [line.operation for line in batch]
     try:
         entries = publishing.apply_batch(feed=feed, operations=operations,
                                          missing_ok=missing_ok)
     except publishing.BatchError as error:
-        raise ImportFailed({batch[index].number: _why(why) for index, why in error.errors.items()},
-                           outcome) from None
+        raise ImportFailed({batch[index].number: batch[index].said(_why(why))
+                            for index, why in error.errors.items()}, outcome) from None
     outcome.batches += 1
     outcome.records += len(batch)
     for entry in entries:
@@ -135,32 +161,45 @@ def _count(outcome: Outcome, entry: Entry | None) -> None:
         outcome.kinds[entry.kind] = outcome.kinds.get(entry.kind, 0) + 1
 
 
-def _check(batch: list[Line], outcome: Outcome) -> dict[int, str]:
+def _check(batch: list[Line], outcome: Outcome,
+           schema: RecordChecker | None) -> dict[int, str]:
     """What is wrong with each bad line of `batch`, as the write path would say it (short
     of a delete of a key the feed lacks); the good lines are counted."""
     problems = {}
     for line in batch:
-        why = line.problem or _refused(line.operation)
+        why = line.problem or _refused(line.operation, schema)
         if why:
-            problems[line.number] = why
+            problems[line.number] = line.said(why)
         else:
             outcome.records += 1
     return problems
 
 
-def _refused(operation: dict[str, Any]) -> str | None:
+def _refused(operation: dict[str, Any], schema: RecordChecker | None) -> str | None:
     try:
-        publishing.parse_operation(operation)
+        parsed = publishing.parse_operation(operation)
     except ValidationError as error:
         return _why(publishing.error_details(error))
+    if schema is not None and isinstance(parsed, publishing.Put):
+        # The feed's schema, as the write path asks it under the lock (and says it).
+        errors = schema.errors(parsed.record.metadata)
+        if errors:
+            return _why({"metadata": errors})
     return None
 
 
 def _why(errors: dict[str, list[str]] | list[str]) -> str:
-    """What the write path's errors say, in one line: `title: This field is required.`"""
+    """What the write path's errors say, in one line: `title: This field is required.`;
+    the schema's name their place already: `metadata.year: 'x' is not of type 'integer'`."""
     if isinstance(errors, dict):
-        return "; ".join(f"{name}: {' '.join(map(str, why))}" for name, why in errors.items())
+        return "; ".join(_field_why(name, list(map(str, why))) for name, why in errors.items())
     return " ".join(map(str, errors))
+
+
+def _field_why(name: str, messages: list[str]) -> str:
+    if all(message.startswith((f"{name}.", f"{name}[", f"{name}:")) for message in messages):
+        return "; ".join(messages)
+    return f"{name}: {' '.join(messages)}"
 
 
 def _batches(lines: Iterable[Line], size: int) -> Iterator[list[Line]]:
@@ -200,7 +239,9 @@ def _decoded(file, on_bytes: Callable[[int], object] | None) -> Iterator[tuple[i
         yield number, text
 
 
-def _json_lines(lines: Iterable[tuple[int, str]]) -> Iterator[Line]:
+def _json_lines(lines: Iterable[tuple[int, str]], schema: RecordChecker | None
+                ) -> Iterator[Line]:
+    """Each record of a JSON lines file (its metadata is JSON: the schema types nothing)."""
     for number, text in lines:
         if not text.strip():
             continue
@@ -218,10 +259,12 @@ def _json_lines(lines: Iterable[tuple[int, str]]) -> Iterator[Line]:
         yield _line(number, value)
 
 
-def _csv_rows(lines: Iterable[tuple[int, str]]) -> Iterator[Line]:
+def _csv_rows(lines: Iterable[tuple[int, str]], schema: RecordChecker | None
+             ) -> Iterator[Line]:
     """Each row of a CSV file with a header row, numbered by the line it starts on (a
-    quoted cell may hold line breaks). Read strictly: a quote left open, which would
-    swallow every line after it into one cell, stops the reading at the row it opens."""
+    quoted cell may hold line breaks), its metadata columns typed by `schema`. Read
+    strictly: a quote left open, which would swallow every line after it into one cell,
+    stops the reading at the row it opens."""
     numbers: list[int] = []
 
     def texts():
@@ -239,13 +282,14 @@ def _csv_rows(lines: Iterable[tuple[int, str]]) -> Iterator[Line]:
         if repeated:
             raise _Unreadable(1, f"the header names the column {repeated[0]!r} twice; "
                                  "name each column once")
+        types = column_types(header, None if schema is None else schema.schema)
         while True:
             start = len(numbers) + 1
             row = next(reader, None)
             if row is None:
                 return
             if any(row):
-                yield _csv_line(start, header, row)
+                yield _csv_line(start, header, row, types)
     except csv.Error as error:
         raise _Unreadable(start, _csv_problem(error, start, len(numbers))) from None
 
@@ -258,7 +302,8 @@ def _csv_problem(error: csv.Error, start: int, end: int) -> str:
     return f"not CSV: {error}" + (f" (on line {end})" if end != start else "")
 
 
-def _csv_line(number: int, header: list[str], row: list[str]) -> Line:
+def _csv_line(number: int, header: list[str], row: list[str],
+              types: dict[str, CellType]) -> Line:
     if len(row) > len(header):
         return Line(number, problem=f"{len(row)} cells, but the header names {len(header)}")
     cells = dict(zip(header, row, strict=False))
@@ -268,16 +313,18 @@ def _csv_line(number: int, header: list[str], row: list[str]) -> Line:
         if name in JSON_COLUMNS:
             if text:
                 try:
-                    value[name] = jsoninput.loads(text)
-                except json.JSONDecodeError as error:
-                    return Line(number, problem=f"{name}: not JSON: {error.msg} "
-                                                f"(column {error.colno} of the cell)")
-                except jsoninput.JSONInputError as error:
-                    return Line(number, problem=f"{name}: JSON refused: {error.msg}")
+                    value[name] = _json_cell(text)
+                except CellError as error:
+                    return Line(number, problem=f"{name}: {error}")
         elif name in RECORD_COLUMNS or name == "deleted":
             value[name] = text
-        elif text:
-            extra[name] = text
+        else:
+            try:
+                found = types.get(name, TEXT).value(text)
+            except CellError as error:
+                return Line(number, problem=str(error), column=name)
+            if found is not None:
+                extra[name] = found
     if extra:
         metadata = value.setdefault("metadata", {})
         if not isinstance(metadata, dict):
@@ -287,7 +334,7 @@ def _csv_line(number: int, header: list[str], row: list[str]) -> Line:
             return Line(number, problem=f"{both[0]}: both a column and a field of metadata")
         metadata.update(extra)
     deleted = value.get("deleted", "").strip().lower()
-    if deleted not in TRUE | FALSE:
+    if deleted and deleted not in TRUE | FALSE:
         return Line(number, problem=f"deleted: {value['deleted']!r} is neither true nor false")
     value["deleted"] = deleted in TRUE
     return _line(number, value)
@@ -304,6 +351,227 @@ def _line(number: int, value: dict[str, Any]) -> Line:
     record = {name: item for name, item in value.items()
               if name not in SHOWN_ONLY and name not in {"key", "deleted"}}
     return Line(number, {"op": "put", "key": value.get("key"), "record": record})
+
+
+# CSV cells typed by the feed's record schema (docs/publishing/import.md#typed-columns): a
+# column named after a top-level property of the schema takes that property's type. The
+# schema itself is checked by the write path, after this: here a cell only becomes JSON.
+
+SEPARATOR, ESCAPE = "|", "\\"  # between the items of a list, and before one inside an item
+BOOLEANS = {**dict.fromkeys(TRUE, True), **dict.fromkeys(FALSE, False)}
+NUMBERS = {"integer": re.compile(r"-?(0|[1-9][0-9]*)", re.ASCII),
+           "number": re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?", re.ASCII)}
+NAMED = {"integer": "an integer", "number": "a number",
+         "boolean": "true or false (true/false, yes/no, 1/0)"}
+JSON_TYPES = ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"),
+              (list, "array"), (dict, "object"), (type(None), "null"))
+SCHEMA_BASE = "urn:feedpub:record-schema"
+
+
+class CellError(ValueError):
+    """A cell that does not fit its property's type; the message says why."""
+
+
+@dataclass(frozen=True)
+class CellType:
+    """How a CSV cell becomes the value of a metadata property: `kind` is the JSON type
+    the property takes (None: the schema does not decide one, and the cell is text, as
+    without a schema); for an array, `items` is its items' (None: text)."""
+
+    kind: str | None = None
+    items: str | None = None
+
+    def value(self, text: str) -> Any:
+        """The cell's value, or None for an empty cell (the property is left out); raises
+        CellError."""
+        if self.kind in (None, "string"):
+            return text or None
+        text = text.strip()
+        if not text:
+            return None
+        if self.kind == "object":
+            return _json_cell(text, dict, "a JSON object")
+        if self.kind != "array":
+            return _scalar(text, self.kind)
+        if self.items in ("object", "array"):
+            return _json_cell(text, list, "a JSON array")
+        items = _split(text)
+        values = []
+        for number, item in enumerate(items, start=1):
+            where = f"item {number}: " if len(items) > 1 else ""
+            if not item:
+                raise CellError(f"{where}empty (write {ESCAPE}{SEPARATOR} for a "
+                                f"{SEPARATOR} inside a value)")
+            try:
+                values.append(item if self.items in (None, "string") else
+                              _scalar(item, self.items))
+            except CellError as error:
+                raise CellError(f"{where}{error}") from None
+        return values
+
+
+TEXT = CellType()
+
+
+def column_types(header: list[str], schema: dict[str, Any] | None) -> dict[str, CellType]:
+    """The CellType of each column of `header` named after a property of the schema (a
+    record's own columns, `title`, `links`..., are not metadata and never read by type)."""
+    properties = schema.get("properties") if schema else None
+    if not isinstance(properties, dict):
+        return {}
+    resolver = Registry().with_resource(
+        SCHEMA_BASE, DRAFT202012.create_resource(schema)).resolver(SCHEMA_BASE)
+    return {name: cell_type(properties[name], resolver) for name in header
+            if name in properties}
+
+
+def cell_type(schema: Any, resolver: Resolver) -> CellType:
+    """The CellType of a property whose schema is `schema` ($refs resolved by `resolver`)."""
+    kind = _one_type(_types(schema, resolver, {}))
+    if kind != "array":
+        return CellType(kind)
+    items = _subschema(schema, resolver, "items", set())
+    return CellType(kind, None if items is None else _one_type(_types(*items, {})))
+
+
+def _one_type(types: frozenset[str] | None) -> str | None:
+    """The one JSON type a cell is read as, of those a schema allows (null aside: an empty
+    cell leaves the property out); None when it allows any, or several."""
+    found = (types or frozenset()) - {"null"}
+    if found == {"integer", "number"}:
+        return "number"
+    return next(iter(found)) if len(found) == 1 else None
+
+
+def _types(schema: Any, resolver: Resolver,
+           known: dict[int, frozenset[str] | None]) -> frozenset[str] | None:
+    """The JSON types `schema` allows, from `type`, `enum`, `const`, `$ref`, `allOf`,
+    `anyOf` and `oneOf`; None when it does not narrow them ("number" includes "integer").
+    `known` holds the subschemas' types found so far: each is read once, however often it
+    is referred to, and one that refers back to itself is taken as allowing any."""
+    if not isinstance(schema, dict):
+        return None
+    if id(schema) in known:
+        return known[id(schema)]
+    known[id(schema)] = None
+    found: frozenset[str] | None = None
+
+    def narrow(types: frozenset[str] | None) -> None:
+        nonlocal found
+        if types is not None:
+            found = types if found is None else _both(found, types)
+
+    kind = schema.get("type")
+    if isinstance(kind, str | list):
+        narrow(frozenset([kind] if isinstance(kind, str) else kind))
+    if "const" in schema:
+        narrow(frozenset([_json_type(schema["const"])]))
+    if isinstance(schema.get("enum"), list):
+        narrow(frozenset(map(_json_type, schema["enum"])))
+    referred = _referred(schema, resolver)
+    if referred is not None:
+        narrow(_types(*referred, known))
+    for each in schema.get("allOf", []) if isinstance(schema.get("allOf"), list) else []:
+        narrow(_types(each, resolver, known))
+    for name in ("anyOf", "oneOf"):
+        branches = schema.get(name)
+        if isinstance(branches, list) and branches:
+            types = [_types(branch, resolver, known) for branch in branches]
+            if None not in types:
+                narrow(frozenset().union(*types))
+    known[id(schema)] = found
+    return found
+
+
+def _both(first: frozenset[str], second: frozenset[str]) -> frozenset[str]:
+    """The types both allow (a number may be an integer)."""
+    def widened(types):
+        return types | {"integer"} if "number" in types else types
+    return widened(first) & widened(second)
+
+
+def _subschema(schema: Any, resolver: Resolver, keyword: str,
+               seen: set[int]) -> tuple[Any, Resolver] | None:
+    """The first `keyword` (e.g. an array's `items`) found in `schema`, its $ref or its
+    allOf, anyOf or oneOf branches, with the resolver of its $refs (each subschema looked
+    at once: `seen`)."""
+    if not isinstance(schema, dict) or id(schema) in seen:
+        return None
+    seen.add(id(schema))
+    if keyword in schema:
+        return schema[keyword], resolver
+    referred = _referred(schema, resolver)
+    if referred is not None:
+        found = _subschema(*referred, keyword, seen)
+        if found is not None:
+            return found
+    for name in ("allOf", "anyOf", "oneOf"):
+        for branch in schema.get(name) if isinstance(schema.get(name), list) else []:
+            found = _subschema(branch, resolver, keyword, seen)
+            if found is not None:
+                return found
+    return None
+
+
+def _referred(schema: dict[str, Any], resolver: Resolver) -> tuple[Any, Resolver] | None:
+    """What the schema's $ref points to, within the schema (as the write path follows it)."""
+    if not isinstance(schema.get("$ref"), str):
+        return None
+    try:
+        resolved = resolver.lookup(schema["$ref"])
+    except Unresolvable:  # (refused when the schema was set: a schema refers within itself)
+        return None
+    return resolved.contents, resolved.resolver
+
+
+def _json_type(value: Any) -> str:
+    return next(name for kind, name in JSON_TYPES if isinstance(value, kind))
+
+
+def _scalar(text: str, kind: str) -> Any:
+    if kind == "boolean":
+        found = BOOLEANS.get(text.lower())
+        if found is None:
+            raise CellError(f"{text!r} is not {NAMED[kind]}")
+        return found
+    if not NUMBERS[kind].fullmatch(text):
+        raise CellError(f"{text!r} is not {NAMED[kind]}")
+    try:  # numbers as JSON lines' are read: stored as they were written, or refused
+        return jsoninput.loads(text)
+    except jsoninput.JSONInputError as error:
+        raise CellError(error.msg) from None
+
+
+def _split(text: str) -> list[str]:
+    """The items of a list cell, each without the spaces around it: `a | b\\|c` is
+    ["a", "b|c"] (and `\\\\` a backslash)."""
+    if ESCAPE not in text:
+        return [item.strip() for item in text.split(SEPARATOR)]
+    items, current, chars = [], [], iter(text)
+    for char in chars:
+        if char == ESCAPE:
+            following = next(chars, "")
+            current.append(following if following in (SEPARATOR, ESCAPE) else char + following)
+        elif char == SEPARATOR:
+            items.append("".join(current).strip())
+            current = []
+        else:
+            current.append(char)
+    items.append("".join(current).strip())
+    return items
+
+
+def _json_cell(text: str, kind: type | None = None, named: str = "") -> Any:
+    """A cell holding JSON, read as JSON lines are; of type `kind` if given."""
+    try:
+        value = jsoninput.loads(text)
+    except json.JSONDecodeError as error:
+        raise CellError(f"not JSON: {error.msg} (column {error.colno} of the cell)") from None
+    except jsoninput.JSONInputError as error:
+        raise CellError(f"JSON refused: {error.msg}") from None
+    if kind is not None and not isinstance(value, kind):
+        raise CellError(f"not {named}")
+    return value
 
 
 READERS = {"jsonl": _json_lines, "csv": _csv_rows}

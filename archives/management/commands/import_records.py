@@ -57,7 +57,7 @@ class Command(BaseCommand):
         self.stdout.write(self.summary(feed, done, dry_run))
 
     def failed(self, failure: importing.ImportFailed, dry_run: bool) -> str:
-        lines = [f"line {number}: {why}" for number, why in failure.problems.items()]
+        lines = list(failure.problems.values())
         done = failure.outcome
         if dry_run:
             lines.append(f"{counted(len(failure.problems), 'bad line')}; nothing was written")
