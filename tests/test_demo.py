@@ -218,3 +218,11 @@ def test_describing_records_shows_the_demo_schema_as_it_is():
     page = (DOCS / "describing-records.md").read_text()
     shown = re.search(r"<!-- the demo's schema -->\n```json\n(.*?)\n```", page, re.DOTALL)
     assert json.loads(shown.group(1)) == RECORD_SCHEMA
+
+
+def test_describing_records_shows_a_demo_record_as_it_is(demo, client):
+    page = (DOCS / "describing-records.md").read_text()
+    key, shown = re.search(r"<!-- the metadata of the demo's ([\w-]+) -->\n```json\n(.*?)\n```",
+                           page, re.DOTALL).groups()
+    record = client.get(f"/api/feeds/demo/records/{key}").json()
+    assert record["metadata"] == json.loads(shown)

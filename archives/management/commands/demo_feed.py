@@ -88,7 +88,6 @@ RECORD_SCHEMA = {
             "description": "The licence the data are published under; left out until the "
                            "depositor has said.",
             "type": "string",
-            "format": "uri",
             "enum": list(LICENCES),
             "x-dc": "rights",
         },
@@ -126,29 +125,31 @@ RECORD_SCHEMA = {
     "additionalProperties": False,
 }
 
-# What was studied: its discipline (a record's first subjects), where, and in what kinds of
-# collection.
+# What was studied: its discipline (a record's first subjects), where, in what kinds of
+# collection, and the repository that publishes them.
+COAST, INLAND, LAND = ("Coastal Research Data Centre", "Inland Waters Data Service",
+                       "Terrestrial Ecology Data Archive")
 TOPICS = {
     "Coral reefs": ("Marine ecology", ["the Great Barrier Reef", "Ningaloo", "Torres Strait"],
-                    ["survey", "photographs", "time series"]),
+                    ["survey", "photographs", "time series"], COAST),
     "Estuarine crocodiles": ("Wildlife ecology", ["Kakadu", "Cape York"],
-                             ["census", "observations", "sensor data"]),
+                             ["census", "observations", "sensor data"], COAST),
     "Rainfall": ("Climatology", ["Cape York", "Tasmania", "the Pilbara", "the Kimberley"],
-                 ["time series", "sensor data", "field notebooks"]),
+                 ["time series", "sensor data", "field notebooks"], INLAND),
     "Soil carbon": ("Soil science", ["the Murray-Darling Basin", "Tasmania", "the Pilbara"],
-                    ["survey", "soil cores", "analysis scripts"]),
+                    ["survey", "soil cores", "analysis scripts"], LAND),
     "Seagrass meadows": ("Marine ecology", ["Moreton Bay", "Shark Bay", "Torres Strait"],
-                         ["survey", "photographs", "observations"]),
+                         ["survey", "photographs", "observations"], COAST),
     "Koala habitat": ("Conservation biology", ["South East Queensland", "Kangaroo Island"],
-                      ["survey", "observations", "satellite images"]),
+                      ["survey", "observations", "satellite images"], LAND),
     "River flow": ("Hydrology", ["the Murray-Darling Basin", "Tasmania", "Kakadu"],
-                   ["time series", "sensor data", "analysis scripts"]),
+                   ["time series", "sensor data", "analysis scripts"], INLAND),
     "Bushfire scars": ("Fire ecology", ["the Kimberley", "Tasmania", "Kakadu"],
-                       ["satellite images", "survey", "field notebooks"]),
+                       ["satellite images", "survey", "field notebooks"], LAND),
     "Wetland birds": ("Ornithology", ["Kakadu", "the Murray-Darling Basin", "Moreton Bay"],
-                      ["census", "sound recordings", "observations"]),
+                      ["census", "sound recordings", "observations"], INLAND),
     "Ocean temperature": ("Oceanography", ["the Great Barrier Reef", "Tasmania", "Ningaloo"],
-                          ["time series", "sensor data"]),
+                          ["time series", "sensor data"], COAST),
 }
 # Each kind of collection: its DCMI type, and how its summary links it to its topic.
 KINDS = {"survey": ("Dataset", "of"), "observations": ("Dataset", "of"),
@@ -165,8 +166,6 @@ PEOPLE = ["Nguyen, Thi Lan", "Walker, James", "O'Connell, Aoife", "Okafor, Chidi
           "Martin, Sophie", "Singh, Harpreet", "Brown, Eleanor", "Tanaka, Hiroshi",
           "Garcia, Lucia", "Kowalski, Marek", "Wilson, Grace", "Ahmed, Yusuf",
           "Campbell, Fiona", "Rossi, Marco", "Taylor, Jack", "Chen, Wei"]
-PUBLISHERS = ["Coastal Research Data Centre", "Inland Waters Data Service",
-              "Savanna Ecology Data Archive"]
 METHODS = ["Sites were visited twice a year, in the wet and the dry season.",
            "Each value was checked against a second observer's.",
            "Instruments were calibrated before each deployment.",
@@ -292,7 +291,7 @@ class Collection:
     @classmethod
     def made(cls, rng: random.Random, number: int) -> Collection:
         topic = rng.choice(list(TOPICS))
-        discipline, places, kinds = TOPICS[topic]
+        discipline, places, kinds, publisher = TOPICS[topic]
         kind = rng.choice(kinds)
         first = rng.randint(1995, LAST_YEAR - 2)
         last = min(first + rng.randint(0, 4), LAST_YEAR - 1)
@@ -301,7 +300,7 @@ class Collection:
             number=number, topic=topic, discipline=discipline, kind=kind,
             resource_type=KINDS[kind][0], place=rng.choice(places), first_year=first,
             last_year=last, creators=rng.sample(PEOPLE, rng.randint(1, 3)),
-            subjects=[topic, discipline], publisher=rng.choice(PUBLISHERS),
+            subjects=[topic, discipline], publisher=publisher,
             published=published, methods=rng.sample(METHODS, 1),
             # Some records go out before the depositor has named a licence, or with a typo.
             licence=None if rng.random() < 0.3 else rng.choice(list(LICENCES)))
