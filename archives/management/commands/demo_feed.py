@@ -18,12 +18,11 @@ from archives.log.sealing import seal_feed
 from archives.models import Feed, validate_language
 
 TITLE = "Demo research data catalogue"
-LICENCES = {
-    "https://creativecommons.org/licenses/by/4.0/": "CC BY 4.0",
-    "https://creativecommons.org/licenses/by-nc/4.0/": "CC BY-NC 4.0",
-    "https://creativecommons.org/licenses/by-sa/4.0/": "CC BY-SA 4.0",
-    "https://creativecommons.org/publicdomain/zero/1.0/": "CC0 1.0",
-}
+# Licences by URL: CC BY, BY-NC and BY-SA 4.0, and CC0.
+LICENCES = ["https://creativecommons.org/licenses/by/4.0/",
+            "https://creativecommons.org/licenses/by-nc/4.0/",
+            "https://creativecommons.org/licenses/by-sa/4.0/",
+            "https://creativecommons.org/publicdomain/zero/1.0/"]
 # The DCMI Type Vocabulary's terms a data catalogue holds.
 RESOURCE_TYPES = ["Dataset", "Collection", "Image", "Sound", "PhysicalObject", "Software",
                   "Text"]
@@ -88,7 +87,7 @@ RECORD_SCHEMA = {
             "description": "The licence the data are published under; left out until the "
                            "depositor has said.",
             "type": "string",
-            "enum": list(LICENCES),
+            "enum": LICENCES,
             "x-dc": "rights",
         },
         "language": {
@@ -160,8 +159,8 @@ KINDS = {"survey": ("Dataset", "of"), "observations": ("Dataset", "of"),
          "analysis scripts": ("Software", "for"), "field notebooks": ("Text", "on")}
 # Subjects a curator adds later.
 MORE_SUBJECTS = ["Long-term monitoring", "Climate change", "Biodiversity", "Remote sensing",
-                 "Water quality", "Citizen science", "Field survey", "Indigenous land "
-                 "management", "Species distribution", "Environmental DNA"]
+                 "Water quality", "Citizen science", "Field survey",
+                 "Indigenous land management", "Species distribution", "Environmental DNA"]
 PEOPLE = ["Nguyen, Thi Lan", "Walker, James", "O'Connell, Aoife", "Okafor, Chidi",
           "Martin, Sophie", "Singh, Harpreet", "Brown, Eleanor", "Tanaka, Hiroshi",
           "Garcia, Lucia", "Kowalski, Marek", "Wilson, Grace", "Ahmed, Yusuf",
@@ -170,7 +169,7 @@ METHODS = ["Sites were visited twice a year, in the wet and the dry season.",
            "Each value was checked against a second observer's.",
            "Instruments were calibrated before each deployment.",
            "Gaps in the record are marked, not filled.",
-            "Locations are given to four decimal places (about 10 m).",
+           "Locations are given to four decimal places (about 10 m).",
            "A README explains how the collection is organised."]
 # The share of the changes after the creates that withdraw a record (a few).
 WITHDRAWN = 0.04
@@ -303,7 +302,7 @@ class Collection:
             subjects=[topic, discipline], publisher=publisher,
             published=published, methods=rng.sample(METHODS, 1),
             # Some records go out before the depositor has named a licence, or with a typo.
-            licence=None if rng.random() < 0.3 else rng.choice(list(LICENCES)))
+            licence=None if rng.random() < 0.3 else rng.choice(LICENCES))
         if rng.random() < 0.2:
             collection.typo = mistyped(rng, topic)
         return collection
@@ -332,7 +331,7 @@ class Collection:
         self.typo = None
 
     def clarify_licence(self, rng: random.Random) -> None:
-        self.licence = rng.choice(list(LICENCES))
+        self.licence = rng.choice(LICENCES)
 
     def mint_doi(self, rng: random.Random) -> None:
         self.doi = f"https://doi.org/10.5555/demo.{self.number:04d}"
