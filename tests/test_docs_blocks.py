@@ -11,7 +11,9 @@ started for it on a fresh SQLite database:
   (`--fail-with-body`) and ends its output with a line break, and every `# HTTP/1.1 201 ...`
   comment of the block must be a status line of its output;
 - a `console` block's `$ ` lines run one by one and what each prints (stdout and stderr) must
-  be the lines shown under it, exactly (`numbers-vary`: every number may differ).
+  be the lines shown under it, exactly (`numbers-vary`: every number may differ); there
+  `curl` does not fail on an HTTP error, since what it prints is checked: a refusal's answer
+  can be shown as it is.
 
 As a reader runs them: in a directory with the checkout's `manage.py` and a `.venv/bin/`
 holding the interpreter and the console scripts running these tests, against a server on
@@ -45,7 +47,9 @@ SESSIONS = {
     # docs/publishing/api.md's walkthrough, continued by batches and import errors, after
     # Swagger UI's examples (archives/api/examples.py) on the same server: both can be
     # followed, in either order, without one's feed colliding with the other's.
-    "api-walkthrough": ("publishing/api.md", "publishing/batch.md", "publishing/import.md"),
+    # describing-records.md's worked example of a schema, in a feed of its own, follows them.
+    "api-walkthrough": ("publishing/api.md", "publishing/batch.md", "publishing/import.md",
+                        "describing-records.md"),
     # The Quick start's demo feed, harvested as Atom (getting-started.md), then over OAI-PMH.
     "quick-start": ("getting-started.md", "consuming/oai-pmh.md"),
 }
@@ -121,8 +125,10 @@ def script(blocks: list[Block], url: str, outputs: Path) -> tuple[str, list[tupl
     """One bash script running every block, and what each console command must print."""
     parts = ["set -euo pipefail",
              'trap \'echo "failed: $BASH_COMMAND" >&2\' ERR',
-             # Each answer on lines of its own (a -w of the block's own wins: it comes later).
-             'curl() { command curl --fail-with-body --silent --show-error -w "\\n" "$@"; }']
+             # Each answer on lines of its own (a -w of the block's own wins: it comes later);
+             # failing on an HTTP error except in a console block (DOCS_CURL_FAIL empty).
+             "DOCS_CURL_FAIL=--fail-with-body",
+             'curl() { command curl $DOCS_CURL_FAIL --silent --show-error -w "\\n" "$@"; }']
     expected = []
     for block in blocks:
         text = block.text.replace(QUICK_START_URL, url)
@@ -133,7 +139,8 @@ def script(blocks: list[Block], url: str, outputs: Path) -> tuple[str, list[tupl
         for command, lines in console_commands(Block(block.page, block.line, "console", text)):
             out = outputs / str(len(expected))
             expected.append((block, command, lines, out))
-            parts.append(f"{{ {command}\n}} > {shlex.quote(str(out))} 2>&1 || true")
+            parts.append(f"DOCS_CURL_FAIL=; {{ {command}\n}} > {shlex.quote(str(out))} 2>&1 "
+                         "|| true; DOCS_CURL_FAIL=--fail-with-body")
     return "\n".join(parts) + "\n", expected
 
 

@@ -75,8 +75,10 @@ FEED = {
 RECORD_BODY = {
     "title": "Moby-Dick; or, The Whale",
     "summary": "Herman Melville's novel of Captain Ahab's hunt for the white whale.",
-    "metadata": {"author": "Herman Melville", "year": 1851, "isbn": "9780142437247",
-                 "subjects": ["Whaling", "Sea stories"]},
+    # What the demo feed's record schema asks for (archives/management/commands/demo_feed.py):
+    # the examples' records are written to it.
+    "metadata": {"creators": ["Melville, Herman"], "subjects": ["Whaling", "Sea stories"],
+                 "published": "1851-10-18", "resource_type": "Text", "language": "en"},
     "links": [{"href": "https://www.gutenberg.org/ebooks/2701", "rel": "related",
                "type": "text/html", "title": "Read it at Project Gutenberg"}],
 }
@@ -88,6 +90,7 @@ RECORD = {
     "updated": "2026-11-22T16:56:03.823429Z",
     "deleted": False,
     "url": f"{BASE}/feeds/{RECORDS_SLUG}/records/{KEY}",
+    "schema": f"{BASE}/feeds/{RECORDS_SLUG}/schema/1",
 }
 TOMBSTONE = {"key": "dubliners", "atom_id": "urn:uuid:0d3f5a7b-9c1e-5b2d-8f4a-6c8e0a2b4d6f",
              "updated": "2026-11-22T17:02:44.190311Z", "deleted": True}
@@ -111,16 +114,20 @@ BATCH = [
     OpenApiExample("Put two records", request_only=True, value={"operations": [
         {"op": "put", "key": "ulysses", "record": {
             "title": "Ulysses", "summary": "One day in Dublin, 16 June 1904.",
-            "metadata": {"author": "James Joyce", "year": 1922}}},
+            "metadata": {"creators": ["Joyce, James"], "published": "1922-02-02",
+                         "resource_type": "Text"}}},
         {"op": "put", "key": "dubliners", "record": {
-            "title": "Dubliners", "metadata": {"author": "James Joyce", "year": 1914},
+            "title": "Dubliners", "metadata": {"creators": ["Joyce, James"],
+                                               "published": "1914-06-15",
+                                               "resource_type": "Text"},
             "links": [{"href": "https://www.gutenberg.org/ebooks/2814", "rel": "related"}]}},
     ]}),
     OpenApiExample("Delete a record and put another", request_only=True, value={"operations": [
         {"op": "delete", "key": "dubliners"},
         {"op": "put", "key": "a-portrait", "record": {
             "title": "A Portrait of the Artist as a Young Man",
-            "metadata": {"author": "James Joyce", "year": 1916}}},
+            "metadata": {"creators": ["Joyce, James"], "published": "1916-12-29",
+                         "resource_type": "Text"}}},
     ]}),
     OpenApiExample("Two records put", response_only=True, value={"applied": 2, "results": [
         {"index": 0, "op": "put", "key": "ulysses", "changed": True, "seq": 263},
