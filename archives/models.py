@@ -6,6 +6,7 @@ Rows here are written only by `archives.log.publishing` (feeds, records, entries
 
 from __future__ import annotations
 
+import json
 import uuid
 
 from django.conf import settings
@@ -257,7 +258,9 @@ class RecordSchema(models.Model):
     feed = models.ForeignKey(Feed, on_delete=models.PROTECT, related_name="schema_versions",
                              db_index=False)
     version = models.PositiveIntegerField()  # 1, 2, 3 ... per feed
-    schema = models.JSONField()
+    # The schema as JSON text, not jsonb: PostgreSQL's jsonb reorders an object's names, and
+    # a schema's order is what forms, pages and oai_dc follow.
+    text = models.TextField()
     created = models.DateTimeField()
 
     class Meta:
@@ -274,6 +277,10 @@ class RecordSchema(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("archives:schema-version", args=[self.feed.slug, self.version])
+
+    @property
+    def schema(self) -> dict:
+        return json.loads(self.text)
 
 
 class ArchivePage(models.Model):

@@ -65,6 +65,19 @@ def test_a_feed_shows_its_schema_and_the_url_of_the_version_in_force(api, books)
     assert feed["schema"] == schema_url("books", 1)
 
 
+def test_a_schema_keeps_the_order_it_was_written_in(api, books, client):
+    """Forms, pages and oai_dc follow the order of its properties (PostgreSQL's jsonb would
+    sort them by length)."""
+    ordered = {"type": "object", "properties": {
+        name: {"type": "string"} for name in ("title", "creators", "year", "a", "subjects")}}
+    api.patch("/api/feeds/books/", {"record_schema": ordered}, format="json")
+    served = json.loads(client.get("/feeds/books/schema/2").content)
+    assert list(served) == ["type", "properties"]
+    assert list(served["properties"]) == ["title", "creators", "year", "a", "subjects"]
+    shown = api.get("/api/feeds/books/").json()["record_schema"]
+    assert list(shown["properties"]) == ["title", "creators", "year", "a", "subjects"]
+
+
 def test_a_feed_without_a_schema_says_null(api):
     api.post("/api/feeds/", {"slug": "plain", "title": "Plain"}, format="json")
     feed = api.get("/api/feeds/plain/").json()
@@ -173,7 +186,7 @@ def test_every_change_is_a_new_version_and_old_versions_stay_as_they_were(api, b
                      format="json").status_code == 200
     assert api.patch("/api/feeds/books/", {"record_schema": STRICTER},  # the same again
                      format="json").status_code == 200
-    assert list(RecordSchema.objects.filter(feed=books).values_list("version", "schema")) == [
+    assert [(row.version, row.schema) for row in RecordSchema.objects.filter(feed=books)] == [
         (1, BOOK), (2, STRICTER)]
     assert json.loads(client.get("/feeds/books/schema/1").content) == BOOK
     assert json.loads(client.get("/feeds/books/schema/2").content) == STRICTER

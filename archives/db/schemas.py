@@ -5,6 +5,7 @@ locked Feed row names, with no query of its own once that version is known here.
 
 from __future__ import annotations
 
+import json
 import threading
 from typing import Any
 
@@ -30,9 +31,9 @@ def version_checker(feed: Feed, version: int) -> RecordChecker:
     # By the feed's uuid, never reused (its id is, by SQLite after a rollback and by tests).
     found = _kept.get((feed.uuid, version))
     if found is None:
-        schema = RecordSchema.objects.values_list("schema", flat=True).get(
+        text = RecordSchema.objects.values_list("text", flat=True).get(
             feed_id=feed.pk, version=version)
-        found = keep(feed, version, schema)
+        found = keep(feed, version, json.loads(text))
     return found
 
 

@@ -680,7 +680,7 @@ def _add_schema_version(feed: Feed, checker) -> None:
     latest = RecordSchema.objects.filter(feed=feed).order_by("-version").values_list(
         "version", flat=True).first()
     version = (latest or 0) + 1
-    RecordSchema.objects.create(feed=feed, version=version, schema=checker.schema,
+    RecordSchema.objects.create(feed=feed, version=version, text=_encode_json(checker.schema),
                                 created=timezone.now())
     feed.schema_version = version
     # Kept compiled once committed: a version rolled back with its transaction must not stay

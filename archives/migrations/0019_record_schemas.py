@@ -31,7 +31,7 @@ class Migration(migrations.Migration):
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('version', models.PositiveIntegerField()),
-                ('schema', models.JSONField()),
+                ('text', models.TextField()),
                 ('created', models.DateTimeField()),
                 ('feed', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.PROTECT, related_name='schema_versions', to='archives.feed')),
             ],
