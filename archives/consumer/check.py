@@ -8,7 +8,13 @@ archive page, so a later run can tell when a published page changed other than b
 its `next-archive` link. Like the harvester it works against any server. A linked-pages
 feed (told by its multipart Content-Type) is checked by archives/consumer/checklinked.py;
 an RSS 2.0 archived feed (application/rss+xml) by archives/consumer/checkrss.py, the same
-walk; complete and paged feeds by archives/consumer/checkpaged.py. Each builds on this one.
+walk; complete and paged feeds by archives/consumer/checkpaged.py; an OAI-PMH repository by
+archives/consumer/checkoai.py. Each builds on this one.
+
+Record schemas (archives/consumer/recordschemas.py, `schema.*`): a document's
+`describedby` link of type application/schema+json must lead to a JSON Schema, and with
+`fetch_records` every live record's JSON, read at its alternate link, must match the schema
+it names.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ from .atom import (
 )
 from .http import ATOM, FetchError, HttpClient, Limits, Response, RunLimitReached, parse_link_header
 from .progress import counted
+from .recordschemas import SCHEMA_TYPE, RecordSchemas
 from .state import Reconstruction, RowsByPage
 
 if TYPE_CHECKING:
@@ -118,6 +125,8 @@ class HttpChecks:
         self.started = time.monotonic()
         self.progress: tqdm | None = None  # advanced by one per document checked
         self.entries_seen = 0
+        # The record schemas a feed links, and the records read checked against them.
+        self.schemas = RecordSchemas(self.client, self._problem)
 
     def _checked(self, entries: int) -> None:
         """One more document checked, holding `entries` entries: the caller's bar shows it."""
@@ -151,6 +160,8 @@ class HttpChecks:
         self.notes.append(f"stopped early: {error}")
 
     def _result(self, documents: int) -> CheckResult:
+        if (note := self.schemas.note()) is not None:
+            self.notes.append(note)
         return CheckResult(sorted(self.problems), documents, self.client.requests,
                            self.client.bytes_received, round(time.monotonic() - self.started, 3),
                            self.complete, self.notes)
@@ -204,10 +215,14 @@ class Checker(HttpChecks):
     keeps_entries = False
 
     def __init__(self, *, client: HttpClient | None = None, state_path: str | None = None,
-                 sample: int = 5, http_checks: bool = True, seed: int = 5005):
+                 sample: int = 5, http_checks: bool = True, seed: int = 5005,
+                 fetch_records: bool = False):
         super().__init__(client=client)
         self.state_path = state_path
         self.sample = sample
+        # Every live record's JSON read at its alternate link (instead of a sample's HEAD),
+        # and checked against the schema it names.
+        self.fetch_records = fetch_records
         self.http_checks = http_checks
         self.seed = seed
         # Every page met, by URL, as `_kept` keeps it once checked: links, dates, hashes.
@@ -221,8 +236,8 @@ class Checker(HttpChecks):
         """Check the feed whose subscription document is `url` (`first`: its answer to a
         GET already made)."""
         response = first or fetch_start(self.client, url)
-        self._accept(url, response)
         try:
+            self._accept(url, response)  # its describedby schema is fetched too
             self._walk_back(url)
             self._walk_forward()
             self._check_links_between_pages()
@@ -295,7 +310,7 @@ class Checker(HttpChecks):
         if document is not None and self.keeps_entries:
             document = replace(document, root=None)  # the tree, at least
         elif document is not None:
-            if self.sample > 0:
+            if self.sample > 0 or self.fetch_records:
                 self.rows.add(page.url, document_rows(document))
             document = document.slim()
         return Page(page.url, replace(response, body=b"", headers=NO_HEADERS), document,
@@ -317,9 +332,13 @@ class Checker(HttpChecks):
             self._problem(url, "rfc5005.current", "an archive document without a current link")
         if document.updated is None:
             self._problem(url, "pmh.updated", "the document has no valid atom:updated")
-        for repeated in repeated_alternates(feed_links(document.root)):
+        links = feed_links(document.root)
+        for repeated in repeated_alternates(links):
             self._problem(url, "atom.alternates", f"the feed has {repeated} (RFC 4287 4.1.1 "
                                                   "allows one of each type and hreflang)")
+        for link in links:  # the record schema in force (fetched once a run)
+            if link.get("rel") == "describedby" and link.get("type") == SCHEMA_TYPE:
+                self.schemas.validator(link["href"], referrer=url, rel="describedby")
         for entry in document.entries:
             label = entry.id or "(an entry without atom:id)"
             for repeated in repeated_alternates(entry.links):
@@ -456,22 +475,28 @@ class Checker(HttpChecks):
         return page.document if page else None
 
     def _check_alternates(self) -> None:
-        """A sample of live records: their alternate link must resolve (Atom-PMH 4.2)."""
-        if self.sample <= 0:
+        """A sample of live records: their alternate link must resolve (Atom-PMH 4.2);
+        with `fetch_records`, every live record, its JSON checked against its schema."""
+        if self.sample <= 0 and not self.fetch_records:
             return
         reconstruction = Reconstruction()
         for url in reversed(self.chain):
             reconstruction.apply_rows(self.rows.of(url))
         live = (record for record in reconstruction.live() if record.get("alternate"))
-        for record in reservoir(live, self.sample, random.Random(self.seed)):  # noqa: S311
+        if not self.fetch_records:
+            live = reservoir(live, self.sample, random.Random(self.seed))  # noqa: S311
+        for record in live:
             self._check_alternate(record)
 
     def _check_alternate(self, record: dict[str, Any]) -> None:
         href = record["alternate"]
         try:
-            answer = self.client.fetch(href, method="HEAD")
-            if answer.status in (405, 501):  # HEAD not offered: ask for the document itself
-                answer = self.client.fetch(href)
+            if self.fetch_records:
+                answer = self.client.fetch(href, headers={"Accept": "application/json"})
+            else:
+                answer = self.client.fetch(href, method="HEAD")
+                if answer.status in (405, 501):  # HEAD not offered: ask for the document
+                    answer = self.client.fetch(href)
         except RunLimitReached:
             raise
         except FetchError as error:
@@ -481,6 +506,21 @@ class Checker(HttpChecks):
         if not 200 <= answer.status < 300:
             self._problem(record["source"], "pmh.alternate",
                           f"entry {record['id']}: alternate {href} answered HTTP {answer.status}")
+        elif self.fetch_records:
+            self._check_record_json(record, answer)
+
+    def _check_record_json(self, record: dict[str, Any], answer: Response) -> None:
+        """A record's JSON (feedpub's shape) that names its schema: its metadata must match.
+        An answer in another shape (another server's page for people) names none."""
+        try:
+            body = json.loads(answer.body)
+        except (ValueError, RecursionError):
+            return
+        if isinstance(body, dict) and "schema" in body:  # (the problem names its URL)
+            key = body.get("key")
+            label = f"record {key}" if isinstance(key, str) else f"the record of {record['id']}"
+            self.schemas.check_record(body.get("metadata"), body["schema"], where=answer.url,
+                                      record=label)
 
     # Over time ---------------------------------------------------------------------
 

@@ -22,11 +22,14 @@ every `next` (pages reachable either way are published), and reports each rule b
   prev link.
 - `http.head` (HEAD and GET agree), `http.revalidation` (If-None-Match answers 304),
   `http.immutable` (Cache-Control immutable only on a page with a next link).
+- `schema.*` (archives/consumer/recordschemas.py): a PUT entity whose body, a record in
+  feedpub's JSON shape, names its schema (`"schema": URL`) must match it.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -74,8 +77,8 @@ class LinkedChecker(HttpChecks):
 
     def run(self, url: str, first: Response) -> CheckResult:
         """Check the feed whose entry point `url` answered a GET with `first`."""
-        entry = self._accept(first.url, first)  # the page itself, not a redirect to it
         try:
+            entry = self._accept(first.url, first)  # the page itself, not a redirect to it
             oldest = self._walk(entry, "prev")
             self._walk(oldest, "next")  # through the pages read, on to the newer ones
             for seen in list(self.pages.values()):  # next links the walks did not follow
@@ -185,6 +188,24 @@ class LinkedChecker(HttpChecks):
                           if where != url else f"{content_id} is twice on this page")
         else:
             self.content_ids[content_id] = url
+        if entity.operation == "PUT":
+            self._check_record(url, entity, label)
+
+    def _check_record(self, url: str, entity: Entity, label: str) -> None:
+        """A PUT entity's record against the schema it names, if it names one (feedpub's
+        record JSON; a body of another shape names none)."""
+        if b'"schema"' not in entity.body:  # the common case without a schema, not parsed
+            return
+        try:
+            body = json.loads(entity.body)
+        except (ValueError, RecursionError):
+            return
+        if not isinstance(body, dict) or "schema" not in body:
+            return
+        key, where = body.get("key"), body.get("url") or entity.location
+        record = f"{label}: record {key}" + (f" ({where})" if where else "")
+        self.schemas.check_record(body.get("metadata"), body["schema"], where=url,
+                                  record=record)
 
     def _check_page_last_modified(self, url: str, page: Page) -> None:
         if page.last_modified is None:

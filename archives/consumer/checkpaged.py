@@ -91,9 +91,9 @@ class PagedChecker(Checker):
         if self.state_path is not None:
             self.notes.append("the state file is not used on a paged feed: RFC 5005 promises "
                               "nothing about the stability of its documents")
-        start = self._accept(url, first)
         self.entries: dict[tuple[str, str], str] = {}
         try:
+            start = self._accept(url, first)  # its describedby schema is fetched too
             self._walk_next(start)
             self._check_first_and_last()
             start = self.pages[url].document

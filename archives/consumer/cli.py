@@ -28,9 +28,10 @@ from .state import StateError
 HARVEST_HELP = ("Rebuild the live records of an archived Atom feed (RFC 5005, Atom-PMH), of a "
                 "linked-pages feed or of an OAI-PMH 2.0 repository. Exit status: 0 complete, "
                 "1 incomplete (a page was missing or unreadable), 2 could not run.")
-CHECKFEED_HELP = ("Walk an archived Atom or RSS 2.0 feed or a linked-pages feed and print one "
-                  "line per violation, with the URL it concerns. Exit status: 0 clean, "
-                  "1 violations found, 2 could not run.")
+CHECKFEED_HELP = ("Walk an archived Atom or RSS 2.0 feed, a linked-pages feed or an OAI-PMH "
+                  "repository and print one line per violation, with the URL it concerns; "
+                  "records that name their schema are checked against it. Exit status: "
+                  "0 clean, 1 violations found, 2 could not run.")
 
 
 class Output:
@@ -164,15 +165,26 @@ def run_harvest(options: dict[str, Any], *, stdout: Lines, stderr: Lines) -> int
 # checkfeed -------------------------------------------------------------------------------
 
 def checkfeed_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("url", help="the feed: an Atom or RSS subscription document, or a "
-                                    "linked-pages entry point (feedpub: <feed>/pages/latest)")
-    parser.add_argument("--format", choices=[ATOM, LINKED_PAGES, RSS],
-                        help="the feed's format (default: told by its Content-Type)")
+    parser.add_argument("url", help="the feed: an Atom or RSS subscription document, a "
+                                    "linked-pages entry point (feedpub: <feed>/pages/latest), "
+                                    "or an OAI-PMH base URL")
+    parser.add_argument("--format", choices=[ATOM, LINKED_PAGES, RSS, OAI_PMH],
+                        help="the feed's format (default: oai-pmh for a URL with verb=, "
+                             "else told by the first answer)")
     parser.add_argument("--state", help="state file (JSON) of page hashes: a later run "
                                         "flags published pages that changed")
     parser.add_argument("--sample", type=int, default=5,
                         help="Atom, RSS: live entries whose alternate link is fetched "
                              "(0: none)")
+    parser.add_argument("--fetch-records", action="store_true",
+                        help="Atom: fetch every live record's JSON at its alternate link "
+                             "instead of a sample (one request a record), and check it "
+                             "against the schema it names")
+    parser.add_argument("--metadata-prefix", metavar="PREFIX",
+                        help="OAI-PMH: the metadata format read (default: feedpub if the "
+                             "repository offers it, else oai_dc)")
+    parser.add_argument("--set", metavar="SPEC", dest="set_spec",
+                        help="OAI-PMH: check this set only (default: the whole repository)")
     parser.add_argument("--no-http", action="store_true",
                         help="skip the HTTP checks (304, HEAD): one request per page")
     add_limits_arguments(parser, deadline_help="seconds for the whole run (default: none)")
@@ -186,7 +198,9 @@ def run_checkfeed(options: dict[str, Any], *, stdout: Lines, stderr: Lines) -> i
             result = check_feed(options["url"], limits=limits_of(options),
                                 state_path=options["state"], sample=options["sample"],
                                 http_checks=not options["no_http"], format=options["format"],
-                                progress=bar)
+                                progress=bar, fetch_records=options.get("fetch_records", False),
+                                metadata_prefix=options.get("metadata_prefix"),
+                                set_spec=options.get("set_spec"))
     except CheckFailed as error:
         stderr.write(f"checkfeed could not run: {error}")
         return 2

@@ -1,0 +1,214 @@
+"""Records checked against the schema their feed links, for checkfeed
+(docs/consuming/checkfeed.md#records-and-their-schema). A feedpub record names the version of
+its feed's record schema (a JSON Schema, draft 2020-12, for its `metadata`) it was checked
+under: `"schema"` in its JSON (a linked-pages entity's body, the record's own URL),
+`<schema>` in the OAI-PMH `feedpub` format; a subscription document links the schema in
+force with `rel="describedby"`.
+
+`RecordSchemas` fetches each schema URL once a run, and reports by rule:
+
+- `schema.unresolved`: a schema URL that does not answer 200 (or cannot be fetched).
+- `schema.invalid`: an answer that is not JSON, or not a JSON Schema draft 2020-12: its
+  `$schema` names another dialect, the draft's meta-schema refuses it, or a `$ref` leads
+  outside it (checkfeed fetches nothing but the schema URLs a feed links).
+- `schema.record`: a record whose metadata does not match its schema, each place named by
+  its path under `metadata`, as feedpub's write path names it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from jsonschema import Draft202012Validator, FormatChecker
+from jsonschema.exceptions import SchemaError
+from referencing import Registry
+from referencing.exceptions import Unresolvable
+from referencing.jsonschema import DRAFT202012
+
+from .http import FetchError, HttpClient, RunLimitReached
+from .progress import counted
+
+SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+ACCEPT_SCHEMA = "application/schema+json, application/json;q=0.9, */*;q=0.1"
+SCHEMA_TYPE = "application/schema+json"  # the type a describedby link to one names
+MAX_RECORD_ERRORS = 5  # places named per record: one problem line each record
+MAX_MESSAGE = 300  # a message quotes the value it refuses, which may be a whole object
+
+# The formats feedpub's server checks (archives/validation.py, FORMATS; draft 2020-12 only
+# annotates formats unless told), built the same way: a copy, as the consumer tools import
+# nothing of the server. tests/test_checkfeed_schema.py holds the two to the same answers.
+FORMATS = FormatChecker(formats=("date", "time", "email", "ipv4", "ipv6", "uuid", "regex"))
+RFC3339_DATE_TIME_RE = re.compile(
+    r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})", re.ASCII)
+URI_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:\S*", re.ASCII)
+PLAIN_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*", re.ASCII)
+
+
+@FORMATS.checks("date-time", raises=ValueError)
+def _is_date_time(value: object) -> bool:
+    if not isinstance(value, str):
+        return True  # formats apply to strings only
+    if not RFC3339_DATE_TIME_RE.fullmatch(value):
+        return False
+    datetime.fromisoformat(value.upper().replace("Z", "+00:00"))  # a real day and time
+    return True
+
+
+@FORMATS.checks("uri")
+def _is_uri(value: object) -> bool:
+    return not isinstance(value, str) or bool(URI_RE.fullmatch(value))
+
+
+class NotASchema(Exception):
+    """A document that is not a JSON Schema draft 2020-12 checkfeed can use."""
+
+
+def compile_schema(schema: Any, url: str) -> Draft202012Validator:
+    """The validator of `schema` (read from `url`); NotASchema saying why it is not one."""
+    if isinstance(schema, dict):
+        dialect = schema.get("$schema", SCHEMA_DIALECT)
+        if not isinstance(dialect, str) or dialect.rstrip("#") != SCHEMA_DIALECT:
+            raise NotASchema(f"its $schema is {dialect!r}, not {SCHEMA_DIALECT}")
+    elif not isinstance(schema, bool):
+        raise NotASchema(f"a JSON {type(schema).__name__}, not a schema (an object)")
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as error:
+        where = "/".join(map(str, error.absolute_path)) or "the top level"
+        raise NotASchema(f"at {where}: {shorter(error.message)}") from None
+    except RecursionError:
+        raise NotASchema("nested too deeply to be read") from None
+    resource = DRAFT202012.create_resource(schema)
+    # A registry of this schema alone, which retrieves nothing: no $ref leaves it.
+    registry = Registry().with_resource(url, resource)
+    resolver = registry.resolver_with_root(resource)
+    for ref in references(schema):
+        try:
+            resolver.lookup(ref)
+        except Unresolvable:
+            raise NotASchema(f"$ref {ref!r} does not resolve inside the schema (checkfeed "
+                             "fetches no other document)") from None
+    return Draft202012Validator(schema, registry=registry, format_checker=FORMATS)
+
+
+def references(schema: Any) -> list[str]:
+    """Every $ref and $dynamicRef in `schema`, level by level (no recursion)."""
+    found, level = [], [schema]
+    while level:
+        for item in level:
+            if isinstance(item, dict):
+                found += [item[name] for name in ("$ref", "$dynamicRef")
+                          if isinstance(item.get(name), str)]
+        level = [child for item in level if isinstance(item, dict | list)
+                 for child in (item.values() if isinstance(item, dict) else item)]
+    return found
+
+
+def metadata_path(path: Any) -> str:
+    """A place in a record's metadata as a person reads it: `metadata.creators[0].name`
+    (as archives/validation.py writes it on the server)."""
+    text = "metadata"
+    for step in path:
+        if isinstance(step, int):
+            text += f"[{step}]"
+        elif PLAIN_NAME_RE.fullmatch(step):
+            text += f".{step}"
+        else:
+            text += f"[{json.dumps(step, ensure_ascii=False)}]"
+    return text
+
+
+def shorter(message: str) -> str:
+    return message if len(message) <= MAX_MESSAGE else message[:MAX_MESSAGE - 1] + "\u2026"
+
+
+def mismatches(validator: Draft202012Validator, metadata: Any) -> list[str]:
+    """Where `metadata` does not match, each as `metadata.path: why`; [] when it matches."""
+    if validator.is_valid(metadata):
+        return []
+    found = sorted(validator.iter_errors(metadata),
+                   key=lambda error: (metadata_path(error.absolute_path), error.message))
+    return [f"{metadata_path(error.absolute_path)}: {shorter(error.message)}"
+            for error in found]
+
+
+class RecordSchemas:
+    """The schemas a run meets, each fetched once (`client`), and the records checked against
+    them; `problem(url, code, message)` reports."""
+
+    def __init__(self, client: HttpClient, problem: Callable[[str, str, str], None]):
+        self.client = client
+        self.problem = problem
+        self.validators: dict[str, Draft202012Validator | None] = {}  # None: unusable
+        self.records_checked = 0
+
+    def validator(self, url: str, *, referrer: str, rel: str = "schema"
+                  ) -> Draft202012Validator | None:
+        """The schema at `url` compiled, or None when it is not one (said once, at the
+        `referrer` that first linked it, naming the link by `rel`). RunLimitReached goes to
+        the caller: the walk stops."""
+        if url in self.validators:
+            return self.validators[url]
+        self.validators[url] = None
+        try:
+            response = self.client.fetch(url, headers={"Accept": ACCEPT_SCHEMA})
+        except RunLimitReached:
+            del self.validators[url]  # not known: the run stops before it is needed again
+            raise
+        except FetchError as error:
+            self.problem(referrer, "schema.unresolved", f"{rel} {url}: {error}")
+            return None
+        if response.status != 200:
+            self.problem(referrer, "schema.unresolved",
+                         f"{rel} {url} answered HTTP {response.status}")
+            return None
+        try:
+            schema = json.loads(response.body)
+        except (ValueError, RecursionError) as error:
+            self.problem(referrer, "schema.invalid", f"{rel} {url} is not JSON ({error})")
+            return None
+        try:
+            self.validators[url] = compile_schema(schema, url)
+        except NotASchema as error:
+            self.problem(referrer, "schema.invalid",
+                         f"{rel} {url} is not a JSON Schema (draft 2020-12): {error}")
+        return self.validators[url]
+
+    def check_record(self, metadata: Any, schema: Any, *, where: str, record: str) -> None:
+        """Check a record's `metadata` against the schema it names (`schema`, a URL as the
+        record gives it, absolute); `where`: the URL it was read from; `record`: how a
+        person finds it ("record k1 (https://...)")."""
+        if not isinstance(schema, str) or not schema:
+            self.problem(where, "schema.record",
+                         f"{record}: its schema {schema!r} is not a URL")
+            return
+        validator = self.validator(schema, referrer=where)
+        if validator is None:
+            return  # said once, where the schema was first met
+        self.records_checked += 1
+        try:
+            found = mismatches(validator, metadata)
+        except (Unresolvable, RecursionError) as error:
+            self.problem(where, "schema.record",
+                         f"{record} could not be checked against {schema}: {error!r}")
+            return
+        if found:
+            more = len(found) - MAX_RECORD_ERRORS
+            self.problem(where, "schema.record",
+                         f"{record} does not match its schema {schema}: "
+                         + "; ".join(found[:MAX_RECORD_ERRORS])
+                         + (f"; and {counted(more, 'place')} more" if more > 0 else ""))
+
+    def note(self) -> str | None:
+        """What the run did with schemas, for the summary (None when it met none)."""
+        if not self.validators:
+            return None
+        usable = sum(validator is not None for validator in self.validators.values())
+        return (f"{counted(self.records_checked, 'record')} checked against "
+                f"{counted(usable, 'record schema')}"
+                + (f" ({len(self.validators) - usable} unusable)"
+                   if usable < len(self.validators) else ""))
