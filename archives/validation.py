@@ -373,6 +373,8 @@ SCHEMA_HELP = ("A JSON Schema (draft 2020-12) for the records' metadata, or empt
                f"A property may name the Dublin Core element OAI-PMH fills from it with "
                f'"{DC_KEYWORD}": "creator" (or title, subject, date, ...). A change is kept as '
                "a new version, and is refused while live records do not match it.")
+# What jsonschema-rs says of a $ref it would have to fetch (it fetches nothing: offline).
+OUTSIDE_REF_RE = re.compile(r"Resource '([^']*)' is not present in a registry")
 # A metadata name written as `.name` in an error's path; others as `["na me"]`.
 PLAIN_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*", re.ASCII)
 
@@ -442,6 +444,11 @@ def check_record_schema(value: Any) -> RecordChecker:
     except jsonschema_rs.ValidationError as error:
         where = "/".join(map(str, error.instance_path))
         problem = error.message.splitlines()[0]
+        outside = OUTSIDE_REF_RE.match(problem)  # (offline: what it would have fetched)
+        if outside:
+            raise ValidationError({"record_schema": [
+                f"$ref {outside[1]!r} leads outside the schema: feedpub follows references "
+                "within the schema only (#/$defs/...), and fetches nothing."]}) from None
         raise ValidationError({"record_schema": [
             f"Not a valid JSON Schema (draft 2020-12){f' at {where}' if where else ''}: "
             f"{_shorter(problem)}."]}) from None

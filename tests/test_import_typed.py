@@ -171,8 +171,8 @@ def test_a_record_the_schema_refuses_names_its_line_and_the_failing_path(books, 
 
     assert message.splitlines() == [
         "line 3: metadata.year: 999 is less than the minimum of 1000",
-        "line 4: metadata: 'year' is a required property; "
-        "metadata.kind: 'film' is not one of ['book', 'dataset']",
+        'line 4: metadata: "year" is a required property; '
+        'metadata.kind: "film" is not one of "book" or "dataset"',
         "nothing was written; fix the file and run again"]
     assert Record.objects.filter(feed=books).count() == 0
 
@@ -188,8 +188,8 @@ def test_json_lines_are_checked_as_the_api_checks_them(books, tmp_path):
     message = failure("books", str(path))
 
     said = answer.json()["errors"]["metadata"]
-    assert said == ["metadata.subjects: 'Whales' is not of type 'array'",
-                    "metadata.year: '1851' is not of type 'integer'"]
+    assert said == ['metadata.subjects: "Whales" is not of type "array"',
+                    'metadata.year: "1851" is not of type "integer"']
     assert message.startswith("line 2: " + "; ".join(said) + "\n")
     assert Record.objects.filter(feed=books).count() == 0
 

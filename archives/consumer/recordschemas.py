@@ -20,14 +20,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any
 
-from jsonschema import Draft202012Validator, FormatChecker
-from jsonschema.exceptions import SchemaError
-from referencing import Registry
-from referencing.exceptions import Unresolvable
-from referencing.jsonschema import DRAFT202012
+import jsonschema_rs
+from jsonschema_rs import Draft202012Validator
 
 from .http import FetchError, HttpClient, RunLimitReached
 from .progress import counted
@@ -37,30 +33,7 @@ ACCEPT_SCHEMA = "application/schema+json, application/json;q=0.9, */*;q=0.1"
 SCHEMA_TYPE = "application/schema+json"  # the type a describedby link to one names
 MAX_RECORD_ERRORS = 5  # places named per record: one problem line each record
 MAX_MESSAGE = 300  # a message quotes the value it refuses, which may be a whole object
-
-# The formats feedpub's server checks (archives/validation.py, FORMATS; draft 2020-12 only
-# annotates formats unless told), built the same way: a copy, as the consumer tools import
-# nothing of the server. tests/test_checkfeed_schema.py holds the two to the same answers.
-FORMATS = FormatChecker(formats=("date", "time", "email", "ipv4", "ipv6", "uuid", "regex"))
-RFC3339_DATE_TIME_RE = re.compile(
-    r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})", re.ASCII)
-URI_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:\S*", re.ASCII)
 PLAIN_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*", re.ASCII)
-
-
-@FORMATS.checks("date-time", raises=ValueError)
-def _is_date_time(value: object) -> bool:
-    if not isinstance(value, str):
-        return True  # formats apply to strings only
-    if not RFC3339_DATE_TIME_RE.fullmatch(value):
-        return False
-    datetime.fromisoformat(value.upper().replace("Z", "+00:00"))  # a real day and time
-    return True
-
-
-@FORMATS.checks("uri")
-def _is_uri(value: object) -> bool:
-    return not isinstance(value, str) or bool(URI_RE.fullmatch(value))
 
 
 class NotASchema(Exception):
@@ -68,7 +41,10 @@ class NotASchema(Exception):
 
 
 def compile_schema(schema: Any, url: str) -> Draft202012Validator:
-    """The validator of `schema` (read from `url`); NotASchema saying why it is not one."""
+    """The validator of `schema` (read from `url`); NotASchema saying why it is not one.
+    Compiled as feedpub's server compiles a record schema (archives/validation.py,
+    compile_schema), so that the two agree on every record: the same validator, every
+    draft 2020-12 format checked, and nothing fetched (a $ref must resolve inside it)."""
     if isinstance(schema, dict):
         dialect = schema.get("$schema", SCHEMA_DIALECT)
         if not isinstance(dialect, str) or dialect.rstrip("#") != SCHEMA_DIALECT:
@@ -76,36 +52,12 @@ def compile_schema(schema: Any, url: str) -> Draft202012Validator:
     elif not isinstance(schema, bool):
         raise NotASchema(f"a JSON {type(schema).__name__}, not a schema (an object)")
     try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError as error:
-        where = "/".join(map(str, error.absolute_path)) or "the top level"
-        raise NotASchema(f"at {where}: {shorter(error.message)}") from None
-    except RecursionError:
-        raise NotASchema("nested too deeply to be read") from None
-    resource = DRAFT202012.create_resource(schema)
-    # A registry of this schema alone, which retrieves nothing: no $ref leaves it.
-    registry = Registry().with_resource(url, resource)
-    resolver = registry.resolver_with_root(resource)
-    for ref in references(schema):
-        try:
-            resolver.lookup(ref)
-        except Unresolvable:
-            raise NotASchema(f"$ref {ref!r} does not resolve inside the schema (checkfeed "
-                             "fetches no other document)") from None
-    return Draft202012Validator(schema, registry=registry, format_checker=FORMATS)
-
-
-def references(schema: Any) -> list[str]:
-    """Every $ref and $dynamicRef in `schema`, level by level (no recursion)."""
-    found, level = [], [schema]
-    while level:
-        for item in level:
-            if isinstance(item, dict):
-                found += [item[name] for name in ("$ref", "$dynamicRef")
-                          if isinstance(item.get(name), str)]
-        level = [child for item in level if isinstance(item, dict | list)
-                 for child in (item.values() if isinstance(item, dict) else item)]
-    return found
+        return Draft202012Validator(schema, validate_formats=True, offline=True, base_uri=url)
+    except jsonschema_rs.ValidationError as error:
+        where = "/".join(map(str, error.instance_path)) or "the top level"
+        raise NotASchema(f"at {where}: {shorter(error.message.splitlines()[0])}") from None
+    except (jsonschema_rs.ReferencingError, ValueError, RecursionError) as error:
+        raise NotASchema(shorter(str(error).splitlines()[0])) from None
 
 
 def metadata_path(path: Any) -> str:
@@ -130,10 +82,9 @@ def mismatches(validator: Draft202012Validator, metadata: Any) -> list[str]:
     """Where `metadata` does not match, each as `metadata.path: why`; [] when it matches."""
     if validator.is_valid(metadata):
         return []
-    found = sorted(validator.iter_errors(metadata),
-                   key=lambda error: (metadata_path(error.absolute_path), error.message))
-    return [f"{metadata_path(error.absolute_path)}: {shorter(error.message)}"
-            for error in found]
+    return [f"{path}: {message}" for path, message in sorted(
+        (metadata_path(error.instance_path), shorter(error.message))
+        for error in validator.iter_errors(metadata))]
 
 
 class RecordSchemas:
@@ -192,7 +143,7 @@ class RecordSchemas:
         self.records_checked += 1
         try:
             found = mismatches(validator, metadata)
-        except (Unresolvable, RecursionError) as error:
+        except (ValueError, RecursionError) as error:  # (what it cannot convert)
             self.problem(where, "schema.record",
                          f"{record} could not be checked against {schema}: {error!r}")
             return
