@@ -14,6 +14,7 @@ from django.db import models
 from django.db.models.functions import Cast, Lower
 from django.urls import reverse
 from django.utils import timezone
+from psycopg.types.json import Json
 
 from .formats import record_atom_id
 
@@ -26,6 +27,32 @@ validate_language = RegexValidator(
 
 def default_page_size() -> int:
     return settings.FEEDPUB_PAGE_SIZE
+
+
+class OrderedJSONField(models.JSONField):
+    """JSON whose objects read back with their keys in the order they were written.
+
+    PostgreSQL's jsonb keeps no order (it sorts an object's keys, shortest first); its json
+    type keeps the text as written. A record schema's order of properties is the order of
+    its form, of a record's page and of the schema served to consumers: it is kept as json
+    there (SQLite keeps the text anyway). Never compared or indexed in SQL."""
+
+    def db_type(self, connection):
+        if connection.vendor == "postgresql":
+            return "json"
+        return super().db_type(connection)
+
+    def get_db_prep_value(self, value, connection, prepared=False):
+        if connection.vendor != "postgresql":
+            return super().get_db_prep_value(value, connection, prepared)
+        if not prepared:
+            value = self.get_prep_value(value)
+        return Json(value)
+
+    def from_db_value(self, value, expression, connection):
+        if connection.vendor == "postgresql":
+            return value  # psycopg decodes the json type itself, in the text's order
+        return super().from_db_value(value, expression, connection)
 
 
 def default_language() -> str:
@@ -257,7 +284,7 @@ class RecordSchema(models.Model):
     feed = models.ForeignKey(Feed, on_delete=models.PROTECT, related_name="schema_versions",
                              db_index=False)
     version = models.PositiveIntegerField()  # 1, 2, 3 ... per feed
-    schema = models.JSONField()
+    schema = OrderedJSONField()  # its properties in the order the producer wrote them
     created = models.DateTimeField()
 
     class Meta:
