@@ -308,6 +308,9 @@ def test_the_feeds_page_links_the_schema(client, data):
     assert [link.text_content() for link in visible] == [
         "record schema (JSON Schema, version 1)"]
     assert header_links(response, "describedby") == [(version_url(1), SCHEMA_TYPE)]
+    # Among the formats for programs.
+    row = root.xpath("//h2[.='Formats']/following-sibling::table[1]//tr[th='Record schema']")
+    assert row[0].xpath("td/code/text()") == [f"{BASE}/feeds/data/schema"]
 
 
 def test_the_feeds_page_follows_the_schema_in_force(client, data):

@@ -130,6 +130,11 @@ class Schema:
         prefix = self.keywords.get("prefixItems")
         if isinstance(prefix, list) and index < len(prefix):
             return Schema(prefix[index], self.resolver)
+        return self._items
+
+    @cached_property
+    def _items(self) -> Schema:
+        """The schema of the items after prefixItems': one for all of a long list."""
         items = self.keywords.get("items")
         return Schema(items if isinstance(items, dict) else None, self.resolver)
 
