@@ -23,6 +23,7 @@ from archives.models import Feed
 
 from .external import require
 from .factories import record_data
+from .test_schema_documents import METADATA, SCHEMA
 
 # Screenshots for a person to look at after a run (FEEDPUB_SHOTS_DIR moves them).
 SHOTS = Path(os.environ.get("FEEDPUB_SHOTS_DIR", "/tmp/feedpub-shots"))  # noqa: S108
@@ -182,20 +183,42 @@ SCROLL_WIDTH = """() => ({width: document.documentElement.scrollWidth,
         .slice(0, 5).map(e => e.tagName + ' ' + e.textContent.trim().slice(0, 40))})"""
 
 
-@pytest.fixture
-def phone(chromium_binary, monkeypatch):
-    """A Chromium page 390 px wide (an iPhone's), driven by Playwright."""
+def playwright_page(chromium_binary, monkeypatch, viewport: dict):
+    """A Chromium page of `viewport`, driven by Playwright."""
     sync_api = pytest.importorskip("playwright.sync_api")
     # Playwright's sync API runs an event loop; the test's own ORM calls are safe.
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium_binary,
                                              args=["--no-sandbox", "--disable-gpu"])
-        yield browser.new_page(viewport=PHONE)
+        yield browser.new_page(viewport=viewport)
         browser.close()
 
 
-def test_every_page_fits_a_390_px_screen(site, phone):
+@pytest.fixture
+def phone(chromium_binary, monkeypatch):
+    """A Chromium page 390 px wide (an iPhone's), driven by Playwright."""
+    yield from playwright_page(chromium_binary, monkeypatch, PHONE)
+
+
+@pytest.fixture
+def desktop(chromium_binary, monkeypatch):
+    """A Chromium page 1280 px wide, driven by Playwright."""
+    yield from playwright_page(chromium_binary, monkeypatch, {"width": 1280, "height": 900})
+
+
+@pytest.fixture
+def catalogue(site):
+    """Beside the books, a feed whose records have a schema (a research-data catalogue's,
+    from tests/test_schema_documents.py), with one record checked under it."""
+    feed = publishing.create_feed(slug="data", title="Research data", record_schema=SCHEMA,
+                                  language="en-GB")
+    publishing.put_record(feed=feed, key="sea", data=record_data(
+        1, title="Salinity of the North Sea", metadata=METADATA))
+    return site[1]
+
+
+def test_every_page_fits_a_390_px_screen(site, catalogue, phone):
     feed, base = site
     # What makes a page wide: a long unbroken key, a long metadata name, many entries.
     long_key = "survey-" + "x" * 150
@@ -206,7 +229,7 @@ def test_every_page_fits_a_390_px_screen(site, phone):
         "record": "/feeds/books/records/book-1", "deleted": "/feeds/books/records/book-2",
         "long-key": f"/feeds/books/records/{long_key}",
         "search": "/feeds/books/search?q=book", "search-long": "/feeds/books/search?q=survey",
-        "not-found": "/feeds/nothing/",
+        "not-found": "/feeds/nothing/", "schema-record": "/feeds/data/records/sea",
     }
     SHOTS.mkdir(exist_ok=True)
     for name, path in pages.items():
@@ -221,3 +244,36 @@ def test_every_page_fits_a_390_px_screen(site, phone):
     with phone.expect_navigation():
         search.locator("button").click()
     assert phone.locator("tbody tr").count() == 1
+
+
+def test_a_record_page_shows_its_metadata_by_its_schema(catalogue, desktop):
+    base = catalogue
+    desktop.goto(f"{base}/feeds/data/records/sea")  # with Chromium's own Accept
+
+    metadata = desktop.locator("h2:text-is('Metadata') + dl")
+    labels = metadata.locator(":scope > dt")
+    assert labels.all_inner_texts() == [
+        "Creators", "Date issued", "Last modified", "Subjects", "Licence", "Identifier",
+        "version", "Funding", "note", "homepage"]
+    assert all(labels.nth(n).is_visible() for n in range(labels.count()))
+    # A description shows on hover (the browser's tooltip, from the label's title).
+    assert labels.first.get_attribute("title") == "Who made the data set, first author first"
+    values = metadata.locator(":scope > dd")
+    subjects = values.nth(3).locator("li")
+    assert subjects.all_inner_texts() == ["oceanography", "salinity"]
+    assert subjects.nth(0).is_visible()
+    assert subjects.nth(1).is_visible()
+    # Each subject on a line of its own, one below the other.
+    first, second = subjects.nth(0).bounding_box(), subjects.nth(1).bounding_box()
+    assert second["y"] >= first["y"] + first["height"] - 1
+    # The creators: a list of nested definition lists, inside the value's box.
+    creator = values.nth(0).locator("li").first.locator("dl")
+    assert creator.locator("dt").all_inner_texts() == ["Name", "ORCID iD"]
+    inner, outer = creator.bounding_box(), values.nth(0).bounding_box()
+    assert outer["x"] <= inner["x"]
+    assert inner["x"] + inner["width"] <= outer["x"] + outer["width"]
+    assert values.nth(1).inner_text() == "4 Mar 2021"  # the feed is en-GB
+    assert values.nth(4).locator("a").get_attribute("href") == \
+        "https://creativecommons.org/licenses/by/4.0/"
+    SHOTS.mkdir(exist_ok=True)
+    desktop.screenshot(path=SHOTS / "schema-record.png", full_page=True)

@@ -74,7 +74,19 @@ CHANGES = {
         feed=feed, key="k1", data=record_data(1)),
     "delete k3": lambda feed: publishing.delete_record(feed=feed, key="k3"),
     "seal page 2": lambda feed: fill_pages(feed, 5, 6),
+    # The documents rendered from the feed as it is now link its record schema in force.
+    "give a schema": lambda feed: publishing.update_feed(feed=fresh(feed), record_schema=SCHEMA),
+    "a schema, then the same again": lambda feed: schemas(feed, SCHEMA, dict(SCHEMA)),
+    "a schema, then another": lambda feed: schemas(feed, SCHEMA, {
+        **SCHEMA, "properties": {"n": {"type": "integer", "title": "Number"}}}),
+    "a schema, then none": lambda feed: schemas(feed, SCHEMA, None),
 }
+SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}}
+
+
+def schemas(feed: Feed, *versions: dict | None) -> None:
+    for schema in versions:
+        publishing.update_feed(feed=fresh(feed), record_schema=schema)
 
 
 def fill_pages(feed: Feed, *numbers: int) -> None:

@@ -251,9 +251,12 @@ def test_a_record_page_shows_the_record_and_its_history(client, sealed_feed):
 
     assert root.findtext(".//h1") == "Renamed"
     assert "Summary of record 1" in text(root)
+    # {"n": 1, "tags": ["a", "b"]}: a list is a list, never a JSON dump.
     metadata = root.xpath("//h2[.='Metadata']/following-sibling::*[1]")[0]
-    assert metadata.tag == "pre"  # not flat: {"n": 1, "tags": [...]}
-    assert '"tags": [' in metadata.text
+    assert metadata.tag == "dl"
+    assert metadata.xpath("dt/text()") == ["n", "tags"]
+    assert metadata.xpath("dd[2]/ul/li/text()") == ["a", "b"]
+    assert root.xpath("//pre") == []
     assert root.xpath("//a[.='Landing page']/@href") == ["https://example.org/records/1"]
     assert f"{BASE}/feeds/books/records/k1?format=json" in root.xpath("//a/@href")
     history = root.xpath("//h2[.='History']/following-sibling::table[1]/tbody/tr")

@@ -127,3 +127,28 @@ def test_a_link_header_writes_each_attribute_so_that_a_parser_reads_it_back():
         ("alternate", "https://example.org/a%20b/%C3%A9?x=%3C1%3E", "text/plain; q=1",
          'He said "hi", \\ then left; bye', None),
         ("enclosure", "https://example.org/c", None, "Café\nnoir", "fr")]
+
+
+def test_a_feed_with_a_schema_says_so_in_its_bodies_and_their_link_headers(client, db):
+    feed = publishing.create_feed(slug="data", title="Data", page_size=3, record_schema={
+        "type": "object", "properties": {"n": {"type": "integer"}}})
+    for n in range(1, 5):
+        publishing.put_record(feed=feed, key=f"k{n}", data=record_data(n, metadata={"n": n}))
+    seal_feed(Feed.objects.get(pk=feed.pk))
+    base = "http://127.0.0.1:8000"
+    schema = (f"{base}/feeds/data/schema/1", "application/schema+json", None, None)
+
+    for path in ("/feeds/data/", "/feeds/data/rss/", "/feeds/data/complete/",
+                 "/feeds/data/paged/", "/feeds/data/records/k1", "/feeds/data/archives/1/",
+                 "/feeds/data/archives/1/rss/", "/feeds/data/paged/1/"):
+        response = client.get(path)
+        body = b"".join(response.streaming_content) if response.streaming else response.content
+        url = base + path
+        in_header = header_links(response["Link"], url)
+        assert in_header == body_links(response["Content-Type"], body, url), path
+        # Sealed pages and their twins were frozen without it.
+        assert in_header[("describedby", *schema)] == ("/archives/" not in path
+                                                       and "/paged/1/" not in path), path
+    entry_point = client.get("/feeds/data/pages/latest")
+    assert header_links(entry_point["Link"], f"{base}/feeds/data/pages/latest")[
+        ("describedby", *schema)] == 1

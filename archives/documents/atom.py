@@ -33,6 +33,7 @@ ATOM_NS = "http://www.w3.org/2005/Atom"
 FH_NS = "http://purl.org/syndication/history/1.0"
 ATOM_TYPE = "application/atom+xml; charset=utf-8"
 ATOM_ENTRY_TYPE = "application/atom+xml; type=entry; charset=utf-8"
+SCHEMA_TYPE = "application/schema+json"  # a feed's record schema (documents/schemas.py)
 A = f"{{{ATOM_NS}}}"
 NSMAP = {None: ATOM_NS, "fh": FH_NS}
 GENERATOR = "feedpub"
@@ -186,8 +187,19 @@ def subscription_links(feed: Feed) -> list[Link]:
              feed_link("current", subscription_url(feed.slug))]
     if feed.sealed_pages:
         links.append(feed_link("prev-archive", archive_url(feed.slug, feed.sealed_pages)))
-    links += [hub_link(), feed_page_link(feed.slug)]
+    links += [hub_link(), feed_page_link(feed.slug),
+              *schema_links(feed.slug, feed.schema_version)]
     return links
+
+
+def schema_links(slug: str, version: int | None) -> list[Link]:
+    """The link to version `version` of a feed's record schema (rel="describedby", IANA's
+    registry), which every document rendered from the feed as it is now carries for the
+    version in force (never a sealed page: its bytes are frozen); none while it has none.
+    The version's own URL, not /schema: what it names never changes under a cache."""
+    if version is None:
+        return []
+    return [Link("describedby", schema_url(slug, version), SCHEMA_TYPE)]
 
 
 def hub_link() -> Link:
@@ -295,12 +307,14 @@ def _insert_next_archive(root: etree._Element, href: str) -> None:
 
 
 def record_links(record: Record) -> list[Link]:
-    """The links of a record's own document: itself, its page for people, its feed and
-    the producer's links."""
+    """The links of a record's own document: itself, its page for people, its feed, the
+    schema it was checked under and the producer's links."""
     slug = record.feed.slug
     url = record_url(slug, record.key)
     return [Link("self", url, RECORD_ENTRY_TYPE), Link("alternate", html_url(url), HTML_TYPE),
             feed_link("up", subscription_url(slug)),
+            # The version of the feed's schema its metadata (the content) was checked under.
+            *schema_links(slug, None if record.is_deleted else record.schema_version),
             *(Link(link["rel"], link["href"], link.get("type") or None,
                    link.get("title") or None) for link in record.links)]
 
@@ -411,8 +425,9 @@ _ARCHIVE_RELS = ("self", "current", "prev-archive", "next-archive")
 _PAGED_RELS = ("self", "first", "last", "next", "previous")
 
 
-def complete_links(slug: str) -> list[Link]:
-    return [feed_link("self", url("archives:complete", slug)), feed_page_link(slug)]
+def complete_links(slug: str, schema_version: int | None = None) -> list[Link]:
+    return [feed_link("self", url("archives:complete", slug)), feed_page_link(slug),
+            *schema_links(slug, schema_version)]
 
 
 def render_complete(feed: Feed, rows: Iterable[EntryRow], *, chunk: int = 1000):
@@ -423,7 +438,8 @@ def render_complete(feed: Feed, rows: Iterable[EntryRow], *, chunk: int = 1000):
     The pieces join into the bytes lxml writes for the whole tree: the head is lxml's, the
     entries are `_active_entries_text`'s, which are `_add_entries`' bytes.
     """
-    root = _feed_head(feed, feed.content_updated, complete_links(feed.slug))
+    root = _feed_head(feed, feed.content_updated,
+                      complete_links(feed.slug, feed.schema_version))
     etree.SubElement(root, FH_COMPLETE)
     head = _serialize(root)
     end = b"</feed>"
@@ -508,15 +524,17 @@ def paged_url(slug: str, number: int | None = None) -> str:
     return url("archives:paged-page", slug, number)
 
 
-def paged_links(slug: str, number: int | None, *, sealed_pages: int) -> list[Link]:
+def paged_links(slug: str, number: int | None, *, sealed_pages: int,
+                schema_version: int | None = None) -> list[Link]:
     """The links of a paged feed document, newest first: /paged/ holds the unsealed
-    entries, /paged/<n>/ archive page n's; `next` goes to older entries."""
+    entries (and links the record schema in force), /paged/<n>/ archive page n's; `next`
+    goes to older entries."""
     if number is None:
         links = [feed_link("self", paged_url(slug)), feed_link("first", paged_url(slug)),
                  feed_link("last", paged_url(slug, 1) if sealed_pages else paged_url(slug))]
         if sealed_pages:
             links.append(feed_link("next", paged_url(slug, sealed_pages)))
-        return [*links, feed_page_link(slug)]
+        return [*links, feed_page_link(slug), *schema_links(slug, schema_version)]
     links = [feed_link("self", paged_url(slug, number)), feed_link("first", paged_url(slug)),
              feed_link("last", paged_url(slug, 1))]
     if number > 1:
@@ -529,8 +547,8 @@ def paged_links(slug: str, number: int | None, *, sealed_pages: int) -> list[Lin
 def render_paged(feed: Feed, rows: list[EntryRow]) -> bytes:
     """/paged/: the subscription document's entries (newest first) under paged links."""
     updated = rows[0].updated if rows else feed.content_updated
-    root = _feed_head(feed, updated, paged_links(feed.slug, None,
-                                                 sealed_pages=feed.sealed_pages))
+    root = _feed_head(feed, updated, paged_links(feed.slug, None, sealed_pages=feed.sealed_pages,
+                                                 schema_version=feed.schema_version))
     _add_entries(root, feed, rows)
     return _serialize(root)
 

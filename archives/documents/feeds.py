@@ -66,7 +66,7 @@ class SubscriptionDocument(FeedDocument):
     # entries sealed_seq+1..last_seq never change once written, so their range stands
     # for them.)
     shown = ("uuid", "slug", "title", "subtitle", "author", "language", "page_size",
-             "sealed_pages", "last_seq")
+             "sealed_pages", "last_seq", "schema_version")
 
     @cached_property
     def _etag(self) -> str:
@@ -287,7 +287,8 @@ class CompleteDocument(FeedDocument):
         feed = self.feed
         # Records change only through entries: last_seq stands for all of them.
         return inputs_etag("complete", feed.uuid, feed.slug, feed.title, feed.subtitle,
-                           feed.author, feed.language, feed.last_seq, feed.content_updated)
+                           feed.author, feed.language, feed.last_seq, feed.content_updated,
+                           feed.schema_version)
 
     def etag(self) -> str:
         return self._etag
@@ -297,7 +298,7 @@ class CompleteDocument(FeedDocument):
         return max(self.feed.subscription_modified, base.RENDERER_MODIFIED)
 
     def links(self) -> list[atom.Link]:
-        return atom.complete_links(self.feed.slug)
+        return atom.complete_links(self.feed.slug, self.feed.schema_version)
 
     def stream(self) -> Iterator[bytes]:
         return atom.render_complete(self.feed, self._live_rows(), chunk=self.chunk)
@@ -349,7 +350,8 @@ class PagedFeedDocument(SubscriptionDocument):
 
     @staticmethod
     def feed_links(feed: Feed) -> list[atom.Link]:
-        return atom.paged_links(feed.slug, None, sealed_pages=feed.sealed_pages)
+        return atom.paged_links(feed.slug, None, sealed_pages=feed.sealed_pages,
+                                schema_version=feed.schema_version)
 
 
 class PagedPageDocument(Document):

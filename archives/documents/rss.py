@@ -34,6 +34,7 @@ from .atom import (
     hub_link,
     link_attributes,
     record_url_prefix,
+    schema_links,
     url,
     with_entries,
 )
@@ -76,8 +77,10 @@ def subscription_links(feed: Feed) -> list[Link]:
              rss_link("current", rss_subscription_url(feed.slug))]
     if feed.sealed_pages:
         links.append(rss_link("prev-archive", rss_archive_url(feed.slug, feed.sealed_pages)))
-    # WebSub (archives/push/), and the channel's link.
-    links += [hub_link(), feed_page_link(feed.slug)]
+    # WebSub (archives/push/), the channel's link, and the Atom document's describedby (an
+    # atom:link of the channel, as the others: the same schema whatever the format).
+    links += [hub_link(), feed_page_link(feed.slug),
+              *schema_links(feed.slug, feed.schema_version)]
     return links
 
 

@@ -11,7 +11,7 @@ from archives.models import Feed, RecordSchema
 from . import atom, base
 from .base import Document, bytes_etag
 
-SCHEMA_TYPE = "application/schema+json"
+SCHEMA_TYPE = atom.SCHEMA_TYPE
 
 
 class SchemaVersionDocument(Document):

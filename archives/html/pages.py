@@ -14,18 +14,17 @@ is a link only when it is http(s).
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 from datetime import datetime
 from functools import cached_property
 from pathlib import Path
 from typing import NamedTuple
-from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.paginator import Page, Paginator
 from django.template.loader import render_to_string
 
+from archives.db import schemas
 from archives.db import search as search_records
 from archives.documents import atom
 from archives.documents.base import Document, inputs_etag
@@ -35,14 +34,16 @@ from archives.documents.records import RecordDocument
 from archives.models import ArchivePage, Entry, Feed, Record, Snapshot
 from archives.validation import xml_problem
 
-from . import activity
+from . import activity, metadata
+from .metadata import html_link
 
 HTML_TYPE = "text/html; charset=utf-8"
 TEMPLATES = Path(settings.BASE_DIR) / "templates" / "archives"
 # What the pages depend on besides data: these templates and modules (in every ETag).
 PAGES_RENDERER = hashlib.sha256(b"".join(
     path.read_bytes() for path in sorted([*TEMPLATES.glob("*.html"), Path(__file__),
-                                          Path(activity.__file__)]))).hexdigest()
+                                          Path(activity.__file__),
+                                          Path(metadata.__file__)]))).hexdigest()
 
 RECENT_ENTRIES = 20  # the feed's page shows at least this many of the newest entries...
 MAX_RECENT_ENTRIES = 100  # ...and the unsealed ones, up to this many
@@ -51,13 +52,6 @@ HISTORY_PER_PAGE = 100
 SEARCH_RESULTS_PER_PAGE = 50
 SEARCH_LIMIT = 1000  # matches listed at most; a longer list asks for a narrower query
 MAX_QUERY_LENGTH = 200  # a record key's max length
-
-def html_link(href: str) -> str | None:
-    """A producer's href, if a browser may follow it: only http(s) (no javascript:)."""
-    try:
-        return href if urlsplit(href).scheme.lower() in {"http", "https"} else None
-    except ValueError:
-        return None
 
 
 class EntryView(NamedTuple):
@@ -120,6 +114,12 @@ def feed_context(feed: Feed) -> dict:
     return {"feed": feed, "feed_page": atom.html_url(atom.subscription_url(feed.slug)),
             "subscription": atom.subscription_url(feed.slug),
             "search": atom.url("archives:search", feed.slug)}
+
+
+def schema_link(feed: Feed, version: int | None) -> atom.Link | None:
+    """The link to version `version` of the feed's record schema (None: no schema)."""
+    links = atom.schema_links(feed.slug, version)
+    return links[0] if links else None
 
 
 def _page_number(requested: str | None, count: int, per_page: int) -> int:
@@ -206,6 +206,7 @@ class FeedPage(_HTMLPage):
             "pages": _with_urls(feed, pages),
             "formats": self.formats(),
             "activity": atom.url("archives:activity", feed.slug),
+            "schema": schema_link(feed, feed.schema_version),
         }
 
     def formats(self) -> list[tuple[str, str, str]]:
@@ -227,6 +228,10 @@ class FeedPage(_HTMLPage):
              "linked-pages replica starts (manage.py snapshot takes one, and so does "
              "seal_archives --snapshot-every)"),
             ("Record", record, "each record as an Atom entry; ?format=json for JSON"),
+            *([("Record schema", atom.url("archives:schema", slug),
+                f"JSON Schema of the records' metadata (version {self.feed.schema_version} "
+                "in force); /schema/N for version N, immutable")]
+              if self.feed.schema_version is not None else []),
             ("Complete feed", atom.url("archives:complete", slug),
              "RFC 5005 complete feed: one entry per live record"),
             ("Paged feed", atom.url("archives:paged", slug), "RFC 5005 paged feed, newest first"),
@@ -297,9 +302,11 @@ class RecordPage(_HTMLPage):
     def inputs(self) -> tuple:
         feed = self.record.feed
         # Every write to the record moves its `updated` (and adds to its history); seals
-        # move its entries from the subscription to archive pages.
+        # move its entries from the subscription to archive pages. A version of the feed's
+        # schema never changes: its number stands for it.
         return (*self.record_document.inputs(), feed.title, feed.subtitle, feed.page_size,
-                feed.sealed_pages, self.record.deleted_at, self.page_number)
+                feed.sealed_pages, self.record.deleted_at, self.page_number,
+                self.record.schema_version)
 
     @cached_property
     def page_number(self) -> int:
@@ -315,25 +322,18 @@ class RecordPage(_HTMLPage):
             "seq", "kind", "updated", "title", "record__key"), HISTORY_PER_PAGE
         ).get_page(self.page_number)
         history.object_list = [EntryView.of(feed, *row) for row in history.object_list]
+        version = record.schema_version
+        schema = None if version is None else schemas.version_checker(feed, version).schema
         return {
             **feed_context(feed),
             "record": record,
-            "metadata": _metadata(record.metadata),
+            "metadata": metadata.render(record.metadata, schema, language=feed.language),
+            "schema": schema_link(feed, version),
             "links": [{**link, "url": html_link(link.get("href", ""))} for link in record.links],
             "history": history,
             "atom": url + "?format=atom",
             "json": url + "?format=json",
         }
-
-
-def _metadata(metadata) -> dict:
-    """A flat object as name/value pairs (a definition list), anything else as JSON."""
-    if isinstance(metadata, dict) and all(
-            value is None or isinstance(value, str | int | float | bool)
-            for value in metadata.values()):
-        return {"pairs": [(name, value if isinstance(value, str) else json.dumps(value))
-                          for name, value in metadata.items()]}
-    return {"json": json.dumps(metadata, ensure_ascii=False, indent=2, sort_keys=True)}
 
 
 def matching_records(feed: Feed, query: str):

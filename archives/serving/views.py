@@ -116,9 +116,14 @@ def newest_linked_page(request: HttpRequest, slug: str) -> HttpResponse:
         number = linked.newest_linked_page(slug)
     except ArchivePage.DoesNotExist as error:
         raise Http404(str(error)) from None
+    # A feed with entries can be neither renamed nor deleted: it is there (in memory on
+    # PostgreSQL: archives/db/heads.py).
+    feed = heads.feed_by_slug(slug)
     response = _short_lived(HttpResponseRedirect(
         reverse("archives:linked-page", args=[slug, number])))
-    response["Link"] = atom.link_header(linkedpages.entry_point_links(slug))  # WebSub topic
+    # The WebSub topic, and the record schema in force, as the subscription document says.
+    response["Link"] = atom.link_header([*linkedpages.entry_point_links(slug),
+                                         *atom.schema_links(slug, feed.schema_version)])
     return response
 
 
