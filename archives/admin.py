@@ -16,7 +16,7 @@ from urllib.parse import urlencode
 from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
-from django.core.exceptions import ValidationError
+from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db.models import Count, Q
 from django.http import HttpResponseRedirect
 from django.urls import reverse
@@ -40,19 +40,20 @@ admin.site.enable_nav_sidebar = False
 
 
 def _add_errors(form: forms.ModelForm, error: ValidationError) -> None:
-    details = error.message_dict if hasattr(error, "error_dict") else {None: error.messages}
-    for field, messages_ in details.items():
+    for field, messages_ in error.message_dict.items():
         if field not in form.errors:  # one message per mistake: the field's own comes first
             form.add_error(field if field in form.fields else None, messages_)
 
 
 class Refused(Exception):
     """What the write path refused of a form it let through, raised from save_model so that
-    the admin's transaction rolls back: nothing of the save is written."""
+    the admin's transaction rolls back: nothing of the save is written. `error` has its
+    messages by field (those of no field under NON_FIELD_ERRORS)."""
 
     def __init__(self, error: ValidationError):
         super().__init__(error)
-        self.error = error
+        self.error = (error if hasattr(error, "error_dict")
+                      else ValidationError({NON_FIELD_ERRORS: error.error_list}))
 
 
 class ShowsRefusals:
@@ -249,12 +250,11 @@ def _filled(value):
     if value is None or (isinstance(value, str) and not value):
         return _BLANK
     if isinstance(value, dict):
-        kept = {name: item for name, item in ((name, _filled(item))
-                                               for name, item in value.items())
-                if item is not _BLANK}
+        kept = {name: filled for name, item in value.items()
+                if (filled := _filled(item)) is not _BLANK}
         return _BLANK if value and not kept else kept
     if isinstance(value, list):
-        kept = [item for item in map(_filled, value) if item is not _BLANK]
+        kept = [filled for item in value if (filled := _filled(item)) is not _BLANK]
         return _BLANK if value and not kept else kept
     return value
 
@@ -293,7 +293,7 @@ class SchemaMetadataField(PrettyJSONField):
             empty=dict, required=False, initial=dict, widget=JSONFormWidget(schema=drawn),
             help_text=format_html(
                 'A form drawn from the feed\'s <a href="{}">record schema (version {})</a>: '
-                "fields marked * are required; a list takes an item per \u201c+\u201d. The "
+                "fields marked * are required; \u201cAdd item\u201d adds one to a list. The "
                 "record is checked against the schema when it is saved.", url, checker.version))
 
     def to_python(self, value):
@@ -317,8 +317,9 @@ class SchemaMetadataField(PrettyJSONField):
 
 class FeedForm(forms.ModelForm):
     # Read as the API reads a body; checked, and kept as a new version, by the write path.
-    record_schema = PrettyJSONField(empty=lambda: None, required=False,
-                                    help_text=validation.SCHEMA_HELP)
+    record_schema = PrettyJSONField(
+        empty=lambda: None, required=False, help_text=validation.SCHEMA_HELP,
+        widget=forms.Textarea(attrs={"rows": 20, "cols": 80, "spellcheck": "false"}))
     refusal = None  # what the write path refused of this form's save (ShowsRefusals)
 
     class Meta:
