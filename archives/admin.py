@@ -2,18 +2,21 @@
 
 Record and feed forms check their input with archives.validation, the same rules the API
 applies. Saving a record is a put (one entry per real change), deleting one appends a
-deletion entry and keeps the row, and entries and sealed pages are read-only.
+deletion entry and keeps the row, and entries and sealed pages are read-only. What the write
+path refuses (a record its feed's schema does not take, a schema that is invalid or that live
+records break) is shown at the form's fields, and nothing is written (Refused).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from urllib.parse import urlencode
 
 from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
-from django.core.exceptions import ValidationError
+from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db.models import Count, Q
 from django.http import HttpResponseRedirect
 from django.urls import reverse
@@ -21,9 +24,11 @@ from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator, smart_split, unescape_string_literal
 from django.utils.timezone import localtime
 from django.utils.translation import ngettext
+from django_jsonform.utils import ErrorMap
+from django_jsonform.widgets import JSONFormWidget
 
 from . import jsoninput, validation
-from .db import search
+from .db import schemas, search
 from .documents import atom
 from .log import publishing, sealing
 from .models import ArchivePage, Entry, Feed, Record
@@ -38,6 +43,37 @@ def _add_errors(form: forms.ModelForm, error: ValidationError) -> None:
     for field, messages_ in error.message_dict.items():
         if field not in form.errors:  # one message per mistake: the field's own comes first
             form.add_error(field if field in form.fields else None, messages_)
+
+
+class Refused(Exception):
+    """What the write path refused of a form it let through, raised from save_model so that
+    the admin's transaction rolls back: nothing of the save is written. `error` has its
+    messages by field (those of no field under NON_FIELD_ERRORS)."""
+
+    def __init__(self, error: ValidationError):
+        super().__init__(error)
+        self.error = (error if hasattr(error, "error_dict")
+                      else ValidationError({NON_FIELD_ERRORS: error.error_list}))
+
+
+class ShowsRefusals:
+    """A ModelAdmin whose save_model raises Refused: the form is shown again as it was
+    filled in, with the write path's own messages at their fields (not a 500). The write
+    path is the one place that checks (a schema against live records, a record against its
+    feed's schema, under the feed's lock), so the form does not guess it beforehand."""
+
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except Refused as refused:
+            # Once more, with the refusal as the form's errors: invalid, so nothing is saved.
+            request.feedpub_refusal = refused.error
+            return super().changeform_view(request, object_id, form_url, extra_context)
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change, **kwargs)
+        refusal = getattr(request, "feedpub_refusal", None)
+        return form if refusal is None else type(form.__name__, (form,), {"refusal": refusal})
 
 
 def _link(url: str, text: str):
@@ -133,10 +169,159 @@ class PrettyJSONField(forms.JSONField):
     def prepare_value(self, value):
         if isinstance(value, forms.fields.InvalidJSONInput):
             return value
+        if value is None and self.empty() is None:
+            return ""  # nothing: an empty box, as it is read
         return json.dumps(value, indent=2, ensure_ascii=False)
 
 
+# What django-jsonform needs of a schema (its script refuses to draw anything else): a type
+# on each property and list item, or else a $ref or a const; items on a list; properties on an
+# object. It keeps an object's or a list's `description` for itself, and shows `help_text`
+# under any other input.
+GROUP_TYPES = {"object", "array"}
+DRAWN_UNTYPED = {"$ref", "const"}
+# Choices between schemas: drawn by django-jsonform in its own way, not the standard's.
+COMBINATORS = {"allOf", "anyOf", "oneOf"}
+# Its time picker writes 10:30, which `time` refuses (10:30:00): a text input instead.
+TEXT_FORMATS = {"time"}
+
+
+class _Undrawable(Exception):  # (not an error: the metadata stays a JSON box)
+    pass
+
+
+def form_schema(schema: dict) -> dict | None:
+    """A feed's record schema (JSON Schema 2020-12) in django-jsonform's dialect, to draw the
+    metadata form with. Only what the widget reads differently is said again (a type where
+    the standard infers one, help texts, a text input for times); this draws and checks
+    nothing: the write path checks each record against the schema itself. None when the
+    widget cannot draw the schema (no properties, an untyped one, allOf/anyOf/oneOf): the
+    metadata is then a JSON box, as for a feed without a schema."""
+    if not isinstance(schema.get("properties"), dict) or not schema["properties"]:
+        return None
+    try:
+        return _drawn({**schema, "type": "object"})
+    except _Undrawable:
+        return None
+
+
+def _drawn(node):
+    """One subschema as the widget draws it (the schema's data, such as enum, const and
+    default, is copied as it is)."""
+    if not isinstance(node, dict) or COMBINATORS & node.keys():
+        raise _Undrawable
+    drawn = dict(node)
+    for name in ("properties", "$defs"):
+        if name in node:
+            if not isinstance(node[name], dict):
+                raise _Undrawable
+            drawn[name] = {key: _drawn(sub) for key, sub in node[name].items()}
+    if "items" in node:
+        drawn["items"] = _drawn(node["items"])
+    if isinstance(node.get("additionalProperties"), dict):
+        drawn["additionalProperties"] = _drawn(node["additionalProperties"])
+    if "type" not in node:
+        if "properties" in node:
+            drawn["type"] = "object"
+        elif "items" in node:
+            drawn["type"] = "array"
+        elif not DRAWN_UNTYPED & node.keys():
+            raise _Undrawable
+    kinds = set(drawn["type"]) if isinstance(drawn.get("type"), list) else {drawn.get("type")}
+    if "array" in kinds and "items" not in node:
+        raise _Undrawable
+    if "object" in kinds and "properties" not in node:
+        if node.get("additionalProperties") in (None, False):
+            raise _Undrawable  # an object of anything: nothing to draw
+        drawn["properties"] = {}  # a map: the widget adds a key per "+"
+    if node.get("format") in TEXT_FORMATS:
+        del drawn["format"]
+    if isinstance(node.get("description"), str) and not kinds & GROUP_TYPES:
+        drawn.setdefault("help_text", node["description"])
+    return drawn
+
+
+_BLANK = object()
+
+
+def _filled(value):
+    """`value` without what was left empty in the form (the widget sends null or "" for an
+    input left empty, and a group of them for a group), or _BLANK if nothing is left."""
+    if value is None or (isinstance(value, str) and not value):
+        return _BLANK
+    if isinstance(value, dict):
+        kept = {name: filled for name, item in value.items()
+                if (filled := _filled(item)) is not _BLANK}
+        return _BLANK if value and not kept else kept
+    if isinstance(value, list):
+        kept = [filled for item in value if (filled := _filled(item)) is not _BLANK]
+        return _BLANK if value and not kept else kept
+    return value
+
+
+# A place in an error of the write path, after "metadata": .name, [0] or ["a name"]
+# (validation.metadata_path writes them).
+ERROR_STEP_RE = re.compile(r'\.([A-Za-z_][A-Za-z0-9_-]*)|\[(\d+)\]|\[("(?:[^"\\]|\\.)*")\]')
+
+
+def input_errors(messages: list[str]) -> ErrorMap:
+    """The write path's "metadata.creators[0].name: why" messages by the input of the form
+    each is about (django-jsonform's error map); a message about the whole record, or one
+    not of that form, at the top of the form."""
+    found = ErrorMap()
+    for message in messages:
+        steps, at = [], len("metadata")
+        while message.startswith("metadata") and (step := ERROR_STEP_RE.match(message, at)):
+            name, index, quoted = step.groups()
+            steps.append(name if name else int(index) if index else json.loads(quoted))
+            at = step.end()
+        if message.startswith("metadata") and message.startswith(": ", at):
+            found.append(steps, message[at + 2:])
+        else:
+            found.append([], message)
+    return found
+
+
+class SchemaMetadataField(PrettyJSONField):
+    """A record's metadata edited as a form drawn from its feed's record schema (by
+    django-jsonform's widget, which posts what the form holds as JSON). It draws; the write
+    path checks, and its messages are shown at the inputs they are about (show_refusal)."""
+
+    def __init__(self, feed: Feed, checker: validation.RecordChecker, drawn: dict):
+        url = atom.schema_url(feed.slug, checker.version)
+        super().__init__(
+            empty=dict, required=False, initial=dict, widget=JSONFormWidget(schema=drawn),
+            help_text=format_html(
+                'A form drawn from the feed\'s <a href="{}">record schema (version {})</a>: '
+                "fields marked * are required; \u201cAdd item\u201d adds one to a list. The "
+                "record is checked against the schema when it is saved.", url, checker.version))
+
+    def to_python(self, value):
+        if isinstance(value, str) and not value.strip():
+            # The widget posts what it holds, always: nothing means its script did not run.
+            raise ValidationError("The metadata form sent nothing (did its script run? "
+                                  "it needs JavaScript): nothing was saved.", code="required")
+        value = super().to_python(value)
+        # An input left empty is a property left out (as a form means it), not null or "".
+        filled = _filled(value) if isinstance(value, dict) else value
+        return {} if filled is _BLANK else filled
+
+    def prepare_value(self, value):
+        if isinstance(value, forms.fields.InvalidJSONInput):
+            return "null"  # the widget reads JSON: it starts again from an empty form
+        return super().prepare_value(value)
+
+    def show_refusal(self, messages: list[str]) -> None:
+        self.widget.add_error(input_errors(messages))
+
+
 class FeedForm(forms.ModelForm):
+    # Read as the API reads a body; checked, and kept as a new version, by the write path.
+    record_schema = PrettyJSONField(
+        empty=lambda: None, required=False, help_text=validation.SCHEMA_HELP,
+        widget=forms.Textarea(attrs={"rows": 20, "cols": 80, "spellcheck": "false"}))
+    refusal = None  # what the write path refused of this form's save (ShowsRefusals)
+
     class Meta:
         model = Feed
         fields = ["slug", "title", "subtitle", "author", "language", "page_size"]
@@ -144,6 +329,8 @@ class FeedForm(forms.ModelForm):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         _server_counts_lengths(self)
+        if self.instance.pk is not None:
+            self.initial["record_schema"] = schemas.current_schema(self.instance)
 
     def clean_slug(self):
         # The write path's rule (unique whatever the case), naming the feed that has it.
@@ -160,17 +347,20 @@ class FeedForm(forms.ModelForm):
             clean_feed_text(cleaned)
         except ValidationError as error:
             _add_errors(self, error)
+        if self.refusal is not None:
+            _add_errors(self, self.refusal)
         return cleaned
 
 
 @admin.register(Feed)
-class FeedAdmin(admin.ModelAdmin):
+class FeedAdmin(ShowsRefusals, admin.ModelAdmin):
     form = FeedForm
     list_display = ["short_slug", "short_title", "record_count", "deleted_count", "entry_count",
                     "page_count", "page_size", "changed", "subscription"]
     search_fields = ["slug", "title"]
-    readonly_fields = ["contents", "activity", "uuid", "last_seq", "last_updated",
-                       "sealed_pages", "created"]
+    # (The schema's versions first: under the record_schema box, the form's last field.)
+    readonly_fields = ["schema_versions", "contents", "activity", "uuid", "last_seq",
+                       "last_updated", "sealed_pages", "created"]
     actions = ["seal_now"]
 
     def get_queryset(self, request):
@@ -239,6 +429,23 @@ class FeedAdmin(admin.ModelAdmin):
             format_html_join("", '<li><a href="{1}">{0}</a></li>', rows),
             format_html_join(" · ", '<a href="{1}">{0}</a>', documents))
 
+    @admin.display(description="record schema versions")
+    def schema_versions(self, feed: Feed):
+        """Every version of the feed's record schema, newest first, each linked to the URL
+        that serves it for ever; and where records are added by the form it draws."""
+        versions = feed.schema_versions.order_by("-version").values_list("version", "created")
+        if not versions:
+            return "None: the feed's records are free JSON objects."
+        rows = [(atom.schema_url(feed.slug, version), version, _stamp(created),
+                 " (in force)" if version == feed.schema_version else "")
+                for version, created in versions]
+        add = f"{reverse('admin:archives_record_add')}?{urlencode({'feed': feed.pk})}"
+        return format_html(
+            '<ul class="feed-contents">{}</ul>{}', format_html_join(
+                "", '<li><a href="{}">version {}</a>, {}{}</li>', rows),
+            format_html('<a href="{}">Add a record</a> with the form the schema draws.', add)
+            if feed.schema_version is not None else "No schema in force now.")
+
     @admin.display(description="activity")
     def activity(self, feed: Feed):
         chart = atom.url("archives:activity", feed.slug)
@@ -266,12 +473,16 @@ class FeedAdmin(admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change):
         fields = {name: form.cleaned_data[name] for name in form.changed_data}
-        if change:
-            saved = publishing.update_feed(feed=obj, **fields)
-        else:
-            saved = publishing.create_feed(**{name: form.cleaned_data[name]
-                                              for name in FeedForm.Meta.fields
-                                              if name in form.cleaned_data})
+        try:
+            if change:
+                saved = publishing.update_feed(feed=obj, **fields)
+            else:
+                saved = publishing.create_feed(**{
+                    name: form.cleaned_data[name]
+                    for name in [*FeedForm.Meta.fields, "record_schema"]
+                    if name in form.cleaned_data})
+        except ValidationError as error:  # e.g. a schema that live records do not match
+            raise Refused(error) from None
         obj.__dict__.update(saved.__dict__)
 
     def delete_view(self, request, object_id, extra_context=None):
@@ -347,6 +558,7 @@ class RecordForm(forms.ModelForm):
         validation.METADATA_HELP, validation.METADATA_EXAMPLE))
     links = PrettyJSONField(empty=list, required=False, initial=list, help_text=_help(
         validation.LINKS_HELP, validation.LINKS_EXAMPLE))
+    refusal = None  # what the write path refused of this form's save (ShowsRefusals)
 
     class Meta:
         model = Record
@@ -371,6 +583,11 @@ class RecordForm(forms.ModelForm):
             })
         except ValidationError as error:
             _add_errors(self, error)
+        if self.refusal is not None:
+            _add_errors(self, self.refusal)
+            metadata = self.fields["metadata"]
+            if isinstance(metadata, SchemaMetadataField):
+                metadata.show_refusal(self.refusal.message_dict.get("metadata", []))
         return cleaned
 
     def _check_new_key(self, cleaned) -> None:
@@ -427,8 +644,15 @@ class LiveFilter(admin.SimpleListFilter):
         return queryset
 
 
+def _chosen_feed(request) -> Feed | None:
+    """The feed an add form is for: the one posted, else `?feed=<pk>` (which the admin
+    pre-fills the form with)."""
+    pk = request.POST.get("feed") or request.GET.get("feed") or ""
+    return Feed.objects.filter(pk=pk).first() if pk.isdigit() else None
+
+
 @admin.register(Record)
-class RecordAdmin(admin.ModelAdmin):
+class RecordAdmin(ShowsRefusals, admin.ModelAdmin):
     form = RecordForm
     list_display = ["short_key", "short_title", short_feed, "changed", "state", "links_"]
     list_display_links = ["short_key"]
@@ -497,17 +721,38 @@ class RecordAdmin(admin.ModelAdmin):
     def get_readonly_fields(self, request, obj=None):
         return [*self.readonly_fields, *RECORD_FROZEN] if obj else []
 
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        # A feed with a record schema has its records' metadata edited as a form drawn
+        # from it; a feed without one (or an add form before its feed is chosen), as JSON.
+        form = super().get_form(request, obj, change, **kwargs)
+        feed = obj.feed if obj is not None else _chosen_feed(request)
+        checker = schemas.checker(feed) if feed is not None else None
+        drawn = form_schema(checker.schema) if checker is not None else None
+        if drawn is None:
+            return form
+        return type(form.__name__, (form,), {
+            "metadata": SchemaMetadataField(feed, checker, drawn)})
+
     def render_change_form(self, request, context, add=False, change=False, form_url="",
                            obj=None):
         # Say why the feed and key are read-only (the form's top, as on the feed page).
         context["frozen"] = [(Record._meta.get_field(name).verbose_name, why)
                              for name, why in RECORD_FROZEN.items()] if obj else []
         context["deleted_at"] = obj.deleted_at if obj else None
+        if add:  # the feeds whose choice redraws the metadata (the template's script)
+            metadata = context["adminform"].form.fields["metadata"]
+            context["drawn_for"] = (_chosen_feed(request).pk
+                                    if isinstance(metadata, SchemaMetadataField) else None)
+            context["schema_feeds"] = list(Feed.objects.filter(
+                schema_version__isnull=False).values_list("pk", flat=True))
         return super().render_change_form(request, context, add, change, form_url, obj)
 
     def save_model(self, request, obj, form, change):
         # A save is a put: one entry when something changed (and a restore if deleted).
-        entry = publishing.put_record(feed=obj.feed, key=obj.key, data=form.record_data)
+        try:
+            entry = publishing.put_record(feed=obj.feed, key=obj.key, data=form.record_data)
+        except ValidationError as error:  # e.g. metadata its feed's schema does not take
+            raise Refused(error) from None
         request.feedpub_unchanged = obj if change and entry is None else None
         saved = Record.objects.get(feed=obj.feed, key=obj.key)
         obj.__dict__.update(saved.__dict__)
@@ -555,13 +800,24 @@ class RecordAdmin(admin.ModelAdmin):
 
     @admin.action(description="Restore selected deleted records", permissions=["change"])
     def restore(self, request, queryset):
-        restored = 0
+        restored, refused = 0, []
         for record in queryset.filter(deleted_at__isnull=False).select_related("feed"):
             data = {name: getattr(record, name) for name in RECORD_FIELDS}
-            publishing.put_record(feed=record.feed, key=record.key, data=data)
+            try:
+                publishing.put_record(feed=record.feed, key=record.key, data=data)
+            except ValidationError as error:
+                # A deleted record keeps its metadata, which a schema set since may refuse.
+                refused.append((record, "; ".join(error.messages)))
+                continue
             restored += 1
-        self.message_user(request, f"Restored {_count(restored, 'record', 'records')}.",
-                          messages.SUCCESS)
+        if restored or not refused:
+            self.message_user(request, f"Restored {_count(restored, 'record', 'records')}.",
+                              messages.SUCCESS)
+        for record, why in refused:
+            self.message_user(request, format_html(
+                '<a href="{}">{}</a> was not restored: {}. Correct it on its page, and save it '
+                "to restore it.", reverse("admin:archives_record_change", args=[record.pk]),
+                record, why), messages.ERROR)
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):

@@ -212,6 +212,7 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "drf_spectacular",
     "drf_spectacular_sidecar",  # the schema UI's assets, served locally (no CDN)
+    "django_jsonform",  # the admin's metadata form, drawn from a feed's record schema
     "archives",
 ]
 
