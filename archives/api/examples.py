@@ -71,6 +71,8 @@ FEED = {
     "sealed_pages": 0,
     "updated": "2026-11-22T16:56:03.823429Z",
     "created": "2026-11-22T16:50:12.004512Z",
+    "record_schema": None,
+    "schema": None,
 }
 RECORD_BODY = {
     "title": "Moby-Dick; or, The Whale",
