@@ -133,15 +133,15 @@ def test_an_invalid_save_shows_the_write_paths_errors_at_the_field_and_writes_no
     doc = page(admin_client.post(change_url(paper), body(wrong)))
 
     assert field_errors(doc, "metadata") == [
-        "metadata.creators[0].name: 7 is not of type 'string'",
-        "metadata.kind: 'poem' is not one of ['article', 'book', 'dataset']",
-        "metadata.year: 'eighteen' is not of type 'integer'"]
+        'metadata.creators[0].name: 7 is not of type "string"',
+        'metadata.kind: "poem" is not one of "article", "book" or "dataset"',
+        'metadata.year: "eighteen" is not of type "integer"']
     config = widget_config(doc)
     assert config["data"] == wrong  # as it was filled in
     assert config["errorMap"] == {
-        "creators§0§name": ["7 is not of type 'string'"],
-        "kind": ["'poem' is not one of ['article', 'book', 'dataset']"],
-        "year": ["'eighteen' is not of type 'integer'"]}
+        'creators§0§name': ['7 is not of type "string"'],
+        'kind': ['"poem" is not one of "article", "book" or "dataset"'],
+        'year': ['"eighteen" is not of type "integer"']}
     assert entry_kinds(paper.feed) == [("create", 1)]
     assert Record.objects.get(pk=paper.pk).metadata == GOOD
 
@@ -150,17 +150,17 @@ def test_a_missing_required_property_is_said_at_the_top_of_the_form(admin_client
     doc = page(admin_client.post(change_url(paper), body({"kind": "book"})))
 
     assert field_errors(doc, "metadata") == [
-        "metadata: 'creators' is a required property",
-        "metadata: 'year' is a required property"]
+        'metadata: "creators" is a required property',
+        'metadata: "year" is a required property']
     assert widget_config(doc)["errorMap"] == {"": [
-        "'creators' is a required property", "'year' is a required property"]}
+        '"creators" is a required property', '"year" is a required property']}
 
 
 def test_adding_a_record_to_a_schema_feed_appends_one_entry_or_nothing(admin_client, papers):
     url = "/admin/archives/record/add/"
     refused = page(admin_client.post(url, body({"year": 1813}, feed=papers.pk, key="k1")))
 
-    assert field_errors(refused, "metadata") == ["metadata: 'creators' is a required property"]
+    assert field_errors(refused, 'metadata') == ['metadata: "creators" is a required property']
     assert widget_config(refused)["schema"]["properties"]["kind"]["enum"]  # drawn again
     assert not Record.objects.exists()
     assert entry_kinds(papers) == []
@@ -201,8 +201,8 @@ def test_restoring_a_record_the_schema_now_refuses_says_why(admin_client, db):
 
     said = " ".join(page(response).xpath(
         "string(//ul[contains(@class, 'messagelist')])").split())
-    assert said == ("loose / old was not restored: metadata.year: 'x' is not of type "
-                    "'integer'. Correct it on its page, and save it to restore it.")
+    assert said == ('loose / old was not restored: metadata.year: "x" is not of type '
+                    '"integer". Correct it on its page, and save it to restore it.')
     assert Record.objects.get(pk=old.pk).is_deleted
 
 
@@ -407,8 +407,8 @@ def test_a_required_input_left_empty_is_said_missing(admin_client, paper):
         {"year": None, "kind": "book", "creators": [{"name": ""}]})))
 
     assert field_errors(doc, "metadata") == [
-        "metadata: 'creators' is a required property",
-        "metadata: 'year' is a required property"]
+        'metadata: "creators" is a required property',
+        'metadata: "year" is a required property']
 
 
 def test_input_errors_places_each_message_at_its_input():

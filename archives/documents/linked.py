@@ -130,15 +130,20 @@ def newest_page(feed: Feed) -> int:
     return -(-feed.last_seq // feed.page_size)
 
 
-def newest_linked_page(slug: str) -> int:
-    """Raises ArchivePage.DoesNotExist for an unknown feed or one with no entries yet."""
+def newest_linked_page(slug: str) -> tuple[int, list[atom.Link]]:
+    """The number of the feed's newest linked page, and the links of its entry point
+    (/pages/latest): the WebSub topic, and the record schema in force as the subscription
+    document links it; from one read of the feed's head. Raises ArchivePage.DoesNotExist for
+    an unknown feed or one with no entries yet."""
     try:
-        number = newest_page(heads.feed_by_slug(slug))
+        feed = heads.feed_by_slug(slug)
     except Feed.DoesNotExist:
         raise ArchivePage.DoesNotExist(f"No feed {slug!r}") from None
+    number = newest_page(feed)
     if not number:
         raise ArchivePage.DoesNotExist(f"Feed {slug!r} has no entries yet")
-    return number
+    return number, [*linkedpages.entry_point_links(slug),
+                    *atom.schema_links(slug, feed.schema_version)]
 
 
 class SnapshotIndexDocument(Document):

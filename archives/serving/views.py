@@ -29,7 +29,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST, require_safe
 
 from archives.db.heads import heads
-from archives.documents import atom, base, feeds, linked, linkedpages
+from archives.documents import atom, base, feeds, linked
 from archives.documents.base import Document
 from archives.documents.feeds import (
     ArchiveDocument,
@@ -113,17 +113,12 @@ def linked_page(request: HttpRequest, slug: str, number: int) -> HttpResponse:
 def newest_linked_page(request: HttpRequest, slug: str) -> HttpResponse:
     """The linked-pages entry point: a short-lived redirect to the newest page."""
     try:
-        number = linked.newest_linked_page(slug)
+        number, links = linked.newest_linked_page(slug)
     except ArchivePage.DoesNotExist as error:
         raise Http404(str(error)) from None
-    # A feed with entries can be neither renamed nor deleted: it is there (in memory on
-    # PostgreSQL: archives/db/heads.py).
-    feed = heads.feed_by_slug(slug)
     response = _short_lived(HttpResponseRedirect(
         reverse("archives:linked-page", args=[slug, number])))
-    # The WebSub topic, and the record schema in force, as the subscription document says.
-    response["Link"] = atom.link_header([*linkedpages.entry_point_links(slug),
-                                         *atom.schema_links(slug, feed.schema_version)])
+    response["Link"] = atom.link_header(links)
     return response
 
 
