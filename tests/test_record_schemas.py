@@ -60,9 +60,11 @@ def schema_url(slug: str, version: int) -> str:
 # Declaring a schema ---------------------------------------------------------------------
 
 def test_a_feed_shows_its_schema_and_the_url_of_the_version_in_force(api, books):
-    feed = api.get("/api/feeds/books/").json()
-    assert feed["record_schema"] == BOOK
-    assert feed["schema"] == schema_url("books", 1)
+    answer = api.get("/api/feeds/books/")
+    assert answer.json()["record_schema"] == BOOK
+    assert answer.json()["schema"] == schema_url("books", 1)
+    assert answer["Link"] == (f'<{schema_url("books", 1)}>; rel="describedby"; '
+                              'type="application/schema+json"')
 
 
 def test_a_schema_keeps_the_order_it_was_written_in(api, books, client):
@@ -80,7 +82,9 @@ def test_a_schema_keeps_the_order_it_was_written_in(api, books, client):
 
 def test_a_feed_without_a_schema_says_null(api):
     api.post("/api/feeds/", {"slug": "plain", "title": "Plain"}, format="json")
-    feed = api.get("/api/feeds/plain/").json()
+    answer = api.get("/api/feeds/plain/")
+    assert "Link" not in answer
+    feed = answer.json()
     assert feed["record_schema"] is None
     assert feed["schema"] is None
 

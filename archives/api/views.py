@@ -25,6 +25,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from archives.documents import atom
 from archives.log import publishing
 from archives.models import Entry, Feed, Record
 from archives.validation import RECORD_FIELDS, clean_key
@@ -124,7 +125,8 @@ class FeedList(ApiView):
         serializer.is_valid(raise_exception=True)
         feed = publishing.create_feed(**serializer.validated_data)
         return Response(self.get_serializer(feed).data, status=status.HTTP_201_CREATED,
-                        headers={"Location": reverse("api:feed-detail", args=[feed.slug])})
+                        headers={"Location": reverse("api:feed-detail", args=[feed.slug]),
+                                 **_schema_link(feed)})
 
 
 @extend_schema(tags=["feeds"], parameters=[examples.SLUG_PARAMETER])
@@ -137,7 +139,8 @@ class FeedDetail(ApiView):
     @extend_schema(summary="Read a feed", responses={200: FeedSerializer, **errors(404)},
                    examples=examples.FEED_ANSWER)
     def get(self, request: Request, slug: str) -> Response:
-        return Response(self.get_serializer(self.get_object()).data)
+        feed = self.get_object()
+        return Response(self.get_serializer(feed).data, headers=_schema_link(feed))
 
     @extend_schema(
         summary="Change a feed",
@@ -154,7 +157,7 @@ class FeedDetail(ApiView):
         serializer.is_valid(raise_exception=True)
         # A change the feed's entries forbid is a FeedPromised: 409 (exceptions.handle).
         feed = publishing.update_feed(feed=feed, **serializer.validated_data)
-        return Response(self.get_serializer(feed).data)
+        return Response(self.get_serializer(feed).data, headers=_schema_link(feed))
 
     @extend_schema(
         summary="Delete a feed",
@@ -357,6 +360,13 @@ class Batch(FeedMixin, ApiView):
         ]
         applied = sum(entry is not None for entry in entries)
         return Response({"applied": applied, "results": results})
+
+
+def _schema_link(feed: Feed) -> dict[str, str]:
+    """The feed's record schema in force as a Link header (rel="describedby"), as the
+    subscription document links it; nothing while the feed has none."""
+    links = atom.schema_links(feed.slug, feed.schema_version)
+    return {"Link": atom.link_header(links)} if links else {}
 
 
 def _record_answer(request: Request, record: Record, *, created: bool = False) -> Response:
