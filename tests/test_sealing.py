@@ -323,7 +323,7 @@ def test_a_stored_page_no_claim_covers_is_reported_not_retried_forever(feed):
 
 
 def test_the_watching_sealer_outlives_a_lost_database_and_logs_each_outage_once(
-        monkeypatch, caplog):
+        monkeypatch, caplog, db):  # (db: each good pass records itself for /metrics)
     from django.db import OperationalError
 
     from archives.management.commands import seal_archives
