@@ -107,7 +107,7 @@ def feed_gauges(now):
         feed=OuterRef("pk"),
         seq=(Cast(OuterRef("sealed_pages"), BigIntegerField()) + 1) * OuterRef("page_size"))
     full_since = dict(Feed.objects.filter(Q(NEEDS_SEALING)).order_by().values_list(
-        "pk", Subquery(filling.values("updated")[:1])))
+        "pk", Subquery(filling.order_by().values("updated")[:1])))
     for pk, slug, last_seq, sealed_pages, page_size in Feed.objects.order_by("slug").values_list(
             "pk", "slug", "last_seq", "sealed_pages", "page_size"):
         unsealed.add_metric([slug], last_seq - sealed_pages * page_size)
