@@ -356,3 +356,15 @@ def test_two_gunicorn_workers_counts_add_up_even_after_one_dies(tmp_path):
     assert totals == [40, 40, 40, 40]
     assert "Traceback" not in (tmp_path / "server.log").read_text()
 
+
+
+def test_while_the_database_does_not_answer_a_scrape_is_a_503(client, db, monkeypatch):
+    from django.db import OperationalError
+
+    def lost(now):
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(metrics, "feed_gauges", lost)
+    response = client.get("/metrics")
+    assert response.status_code == 503
+    assert response["Retry-After"] == "5"
