@@ -17,13 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from archives import formats
-from archives.documents.atom import (
-    escape_attribute,
-    escape_text,
-    record_url_prefix,
-    schema_url,
-    url,
-)
+from archives.documents.atom import escape_attribute, escape_text
+from archives.documents.urls import record_url_prefix, schema_url, url
 
 from . import repository
 from .repository import Item
