@@ -408,7 +408,7 @@ def _entries_text(feed: Feed, rows: list[EntryRow], *, deletions: bool = True) -
         Entry.Kind.DELETE
     record_links = (f'<link rel="alternate" type="{attribute(RECORD_ENTRY_TYPE)}" href="{{0}}"/>'
                     f'<link rel="alternate" type="{attribute(HTML_TYPE)}" href="{{1}}"/>').format
-    parts = []
+    parts: list[str] = []
     append = parts.append
     for _, kind, updated, title, summary, links, key, _, _, _ in rows:
         head = (f'<entry><id>{record_atom_id(feed_uuid, key)}</id>'

@@ -179,7 +179,7 @@ def _items_text(feed: Feed, rows: list[EntryRow]) -> str:
     base_record_url = record_url_prefix(feed.slug)
     feed_uuid, text, deletion = feed.uuid, escape_text, Entry.Kind.DELETE
     shown = set()
-    parts = []
+    parts: list[str] = []
     append = parts.append
     for _, kind, updated, title, summary, _, key, _, _, _ in rows:
         if key in shown:

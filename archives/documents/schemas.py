@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from typing import Self
 
 from archives.models import Feed, RecordSchema
 
@@ -25,7 +26,7 @@ class SchemaVersionDocument(Document):
         self.feed, self.row = feed, row
 
     @classmethod
-    def for_version(cls, feed: Feed, version: int) -> SchemaVersionDocument:
+    def for_version(cls, feed: Feed, version: int) -> Self:
         """Raises RecordSchema.DoesNotExist."""
         read_at = base.now()
         return cls(feed, RecordSchema.objects.get(feed=feed, version=version), read_at=read_at)
