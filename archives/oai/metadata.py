@@ -12,7 +12,7 @@ and these formats' (tests/oai.py), which holds these strings to them.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,9 +60,9 @@ class MetadataFormat:
 
 def oai_dc(item: Item, stamp: str) -> str:
     metadata = item.metadata if isinstance(item.metadata, dict) else {}
-    if item.schema_version is None:  # its feed had no schema: by name only
-        from_schema, mapped = (), ()
-    else:
+    from_schema: tuple[tuple[str, str], ...] = ()
+    mapped: Collection[str] = ()
+    if item.schema_version is not None:  # else its feed had no schema: by name only
         from_schema = repository.dublin_core(item.feed_uuid, item.schema_version)
         mapped = {name for name, _ in from_schema}
     values = {name: _texts(metadata[name]) for name in DC_FROM_METADATA
