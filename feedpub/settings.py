@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import overload
 from urllib.parse import quote, urlsplit
 
 import dj_database_url
@@ -21,6 +22,12 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 # The checkout's .env first, under the environment (feedpub/envfile.py): every process,
 # whatever its terminal, has the same settings, FEEDPUB_BASE_URL above all.
 envfile.load()
+
+
+@overload
+def env(name: str, default: str) -> str: ...
+@overload
+def env(name: str, default: None = None) -> str | None: ...
 
 
 def env(name: str, default: str | None = None) -> str | None:
