@@ -45,7 +45,8 @@ RECORDS_SLUG_PARAMETER = OpenApiParameter(
               OpenApiExample(SLUG, value=SLUG)],
 )
 KEY_PARAMETER = OpenApiParameter(
-    "key", OpenApiTypes.STR, OpenApiParameter.PATH,
+    "key", {"type": "string", "maxLength": validation.MAX_KEY_LENGTH,
+            "pattern": validation.KEY_PATTERN}, OpenApiParameter.PATH,
     description=(
         "The record's key: the producer's own identifier for it, unique within the feed, "
         f"and the last segment of its public URL `/feeds/<slug>/records/<key>`. "

@@ -31,7 +31,7 @@ from archives.models import Entry, Feed, Record
 from archives.validation import RECORD_FIELDS, clean_key
 
 from . import examples
-from .exceptions import Conflict
+from .exceptions import Conflict, Invalid
 from .pagination import FeedCursor, RecordCursor
 from .parsers import require_length
 from .permissions import MayWriteRecords, require
@@ -101,6 +101,13 @@ class ApiView(generics.GenericAPIView):
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         # Before anything else: a body we cannot read must not pass for an empty one.
         require_length(request)
+        # Every query parameter of the schema is one value: `page_size=5&page_size=x`
+        # would otherwise be read as its last value and the rest ignored.
+        repeated = sorted(name for name, values in request.query_params.lists()
+                          if len(values) > 1)
+        if repeated:
+            raise Invalid({name: ["Given more than once; give it once."] for name in repeated},
+                          "A query parameter is repeated.")
         super().initial(request, *args, **kwargs)
 
 
@@ -184,7 +191,6 @@ class FeedMixin:
     OpenApiParameter("updated_since", OpenApiTypes.DATETIME,
                      description="Only records whose `updated` is at or after this instant "
                                  "(RFC 3339)."),
-    OpenApiParameter("page_size", OpenApiTypes.INT, description="1 to 1000; default 100."),
 ])
 class RecordList(FeedMixin, ApiView):
     """A feed's records, oldest change first (cursor-paginated; follow `next`)."""
