@@ -19,7 +19,7 @@ from drf_spectacular.utils import (
     OpenApiResponse,
     extend_schema,
 )
-from rest_framework import generics, status
+from rest_framework import generics, serializers, status
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -102,13 +102,23 @@ class ApiView(generics.GenericAPIView):
         # Before anything else: a body we cannot read must not pass for an empty one.
         require_length(request)
         # Every query parameter of the schema is one value: `page_size=5&page_size=x`
-        # would otherwise be read as its last value and the rest ignored.
+        # would otherwise be read as its last value and the rest ignored. (Others are
+        # not read at all.)
         repeated = sorted(name for name, values in request.query_params.lists()
-                          if len(values) > 1)
+                          if len(values) > 1 and name in self.query_parameters())
         if repeated:
             raise Invalid({name: ["Given more than once; give it once."] for name in repeated},
                           "A query parameter is repeated.")
         super().initial(request, *args, **kwargs)
+
+    def query_parameters(self) -> set[str]:
+        """The query parameters this view reads: its list's, and its filters'."""
+        paginator = self.paginator
+        names = {paginator.cursor_query_param, paginator.page_size_query_param} if (
+            paginator is not None) else set()
+        return names | set(self.filters().fields if self.filters else ())
+
+    filters: type[serializers.Serializer] | None = None
 
 
 @extend_schema(tags=["feeds"])
@@ -198,6 +208,7 @@ class RecordList(FeedMixin, ApiView):
     queryset = Record.objects.all()
     serializer_class = RecordSerializer
     pagination_class = RecordCursor
+    filters = RecordFilterSerializer
 
     def get_queryset(self):
         return Record.objects.filter(feed=self.get_feed()).select_related("feed")
@@ -206,7 +217,7 @@ class RecordList(FeedMixin, ApiView):
                    responses={200: RecordSerializer(many=True), **errors(400, 404)},
                    examples=examples.RECORD_LIST_ANSWER)
     def get(self, request: Request, slug: str) -> Response:
-        filters = RecordFilterSerializer(data=request.query_params)
+        filters = self.filters(data=request.query_params)
         filters.is_valid(raise_exception=True)
         records = self.get_queryset()
         if filters.validated_data["deleted"] is not None:
