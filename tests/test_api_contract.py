@@ -253,3 +253,32 @@ def test_the_text_patterns_of_the_schema_are_the_xml_rule(schema):
         except ValidationError:
             title_rule = False
         assert accepted_as_title == title_rule, repr(text)
+
+
+# Statuses: every one an operation answers is in the schema
+
+
+def test_a_body_that_is_not_json_is_a_415_and_the_schema_says_so(schema, api):
+    response = api.generic("POST", "/api/feeds/", "slug=books", content_type="text/plain")
+
+    assert response.status_code == 415
+    assert "text/plain" in response.json()["detail"]
+    for path, method, operation in operations(schema):
+        if "requestBody" in operation:
+            assert "415" in operation["responses"], (path, method)
+
+
+def test_an_accept_header_we_cannot_answer_is_a_406_and_the_schema_says_so(schema, anon):
+    response = anon.get("/api/feeds/", headers={"Accept": "application/xml"})
+
+    assert response.status_code == 406
+    for path, method, operation in operations(schema):
+        assert "406" in operation["responses"], (path, method)
+
+
+def test_the_lists_document_the_400_of_a_bad_cursor_and_if_match_the_412(schema):
+    for path in ("/api/feeds/", "/api/feeds/{slug}/records/"):
+        assert "400" in schema["paths"][path]["get"]["responses"]
+    for method, operation in schema["paths"]["/api/feeds/{slug}/records/{key}"].items():
+        if any(p["name"] == "If-Match" for p in operation.get("parameters", [])):
+            assert "412" in operation["responses"], method

@@ -14,6 +14,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter
+from rest_framework.exceptions import NotAcceptable, UnsupportedMediaType
 
 from archives import validation
 from archives.log.publishing import FROZEN
@@ -160,10 +161,12 @@ ERRORS = {
     403: {"detail": "Needs the permission(s) archives.add_record."},
     404: {"detail": "No Feed matches the given query."},
     409: {"detail": f"slug: {FROZEN['slug']}", "errors": {"slug": [FROZEN["slug"]]}},
+    406: {"detail": str(NotAcceptable.default_detail)},
     411: {"detail": str(LengthRequired.default_detail)},
     412: {"detail": "If-Match \"20261122T080803823429Z\" does not match the record's current "
                     "ETag \"20261122T081512004211Z\""},
     413: {"detail": str(BodyTooLarge().detail)},
+    415: {"detail": str(UnsupportedMediaType("text/plain").detail)},
     429: {"detail": "Request was throttled. Expected available in 42 seconds."},
     503: {"detail": "The database is unavailable; try again shortly."},
 }

@@ -55,15 +55,19 @@ ERRORS = {
     409: "The feed's state forbids the change: it has entries (its slug and page size are "
          "fixed, it cannot be deleted), or the record is deleted.",
     411: "The body came chunked (Transfer-Encoding) without a Content-Length.",
+    406: "The Accept header asks for no type this API answers in (JSON, or the "
+         "browsable API's HTML).",
     412: "If-Match does not match the record's current ETag: it changed meanwhile.",
     413: "The body is larger than FEEDPUB_API_MAX_BODY_BYTES (10 MiB by default).",
+    415: "The body is not application/json (its Content-Type says so).",
     429: "Too many requests from this client (FEEDPUB_API_ANON_RATE, FEEDPUB_API_USER_RATE); "
          "retry after the seconds given in Retry-After.",
     503: "The database is unavailable; retry after the seconds given in Retry-After.",
 }
-# Any request may be throttled or meet a lost database; any body may be refused unread.
-ANY = (429, 503)
-BODY = (411, 413)
+# Any request may ask for a type we do not answer in, be throttled or meet a lost
+# database; any body may be refused unread.
+ANY = (406, 429, 503)
+BODY = (411, 413, 415)
 IF_MATCH = OpenApiParameter(
     "If-Match", OpenApiTypes.STR, OpenApiParameter.HEADER,
     description="The record's ETag as last read: the write happens only if it is still "
