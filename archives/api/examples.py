@@ -160,8 +160,8 @@ ERRORS = {
     401: {"detail": "Authentication credentials were not provided."},
     403: {"detail": "Needs the permission(s) archives.add_record."},
     404: {"detail": "No Feed matches the given query."},
-    409: {"detail": f"slug: {FROZEN['slug']}", "errors": {"slug": [FROZEN["slug"]]}},
     406: {"detail": str(NotAcceptable.default_detail)},
+    409: {"detail": f"slug: {FROZEN['slug']}", "errors": {"slug": [FROZEN["slug"]]}},
     411: {"detail": str(LengthRequired.default_detail)},
     412: {"detail": "If-Match \"20261122T080803823429Z\" does not match the record's current "
                     "ETag \"20261122T081512004211Z\""},

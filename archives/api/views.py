@@ -52,11 +52,11 @@ ERRORS = {
     401: "A write without credentials (send `Authorization: Token <key>`).",
     403: "The user lacks the model permission this write needs.",
     404: "No such feed or record.",
+    406: "The Accept header asks for no type this API answers in (JSON, or the "
+         "browsable API's HTML).",
     409: "The feed's state forbids the change: it has entries (its slug and page size are "
          "fixed, it cannot be deleted), or the record is deleted.",
     411: "The body came chunked (Transfer-Encoding) without a Content-Length.",
-    406: "The Accept header asks for no type this API answers in (JSON, or the "
-         "browsable API's HTML).",
     412: "If-Match does not match the record's current ETag: it changed meanwhile.",
     413: "The body is larger than FEEDPUB_API_MAX_BODY_BYTES (10 MiB by default).",
     415: "The body is not application/json (its Content-Type says so).",
