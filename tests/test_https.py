@@ -379,7 +379,7 @@ def test_until_the_first_certificate_exists_nginx_answers_plain_http(tmp_path, c
     nginx = Nginx(tmp_path / "nginx", "127.0.0.1:9", tls_cert=cert, tls_key=key)
     nginx.start()
     try:
-        assert "plain http only" in (nginx.workdir / "feedpub" / "tls.conf").read_text()
+        assert "plain http only" in (nginx.workdir / "feedpub-tls.conf").read_text()
         assert plain_get(f"{nginx.url}/nginx-health", timeout=10).status_code == 204
         with pytest.raises(ConnectionRefusedError):  # no https listener
             socket.create_connection(("127.0.0.1", nginx.tls_port), timeout=2).close()

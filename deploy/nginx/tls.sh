@@ -5,9 +5,9 @@
 # docker-compose.yml mounts this as /docker-entrypoint.d/40-feedpub-tls.sh, which the nginx
 # image runs before nginx starts; feedpub.conf.template includes what it writes, relative to
 # nginx.conf's directory:
-#   feedpub/tls.conf              (server level) `listen 443 ssl` and the certificate, or
+#   feedpub-tls.conf              (server level) `listen 443 ssl` and the certificate, or
 #                                 nothing (plain http only, as without TLS)
-#   feedpub/trusted-proxies.conf  (in a `geo` block) one line an address or CIDR range
+#   feedpub-trusted-proxies.conf  (in a `geo` block) one line an address or CIDR range
 #
 # Variables (docs/deploying/https.md):
 #   FEEDPUB_TLS_CERT, FEEDPUB_TLS_KEY  the certificate (full chain) and its key, as paths in
@@ -31,7 +31,8 @@
 set -eu
 
 conf_dir=${NGINX_CONF_DIR:-/etc/nginx}
-out=$conf_dir/feedpub
+tls_conf=$conf_dir/feedpub-tls.conf
+proxies_conf=$conf_dir/feedpub-trusted-proxies.conf
 pid_file=${NGINX_PID_FILE:-/var/run/nginx.pid}
 interval=${FEEDPUB_TLS_CHECK_SECONDS:-300}
 
@@ -39,10 +40,8 @@ say() {
   echo "tls.sh: $*" >&2
 }
 
-# The files, written into $1.
+# The two files, each written beside and then moved into place (nginx never reads half).
 write() {
-  dir=$1
-  mkdir -p "$dir"
   {
     echo "# Written by deploy/nginx/tls.sh from FEEDPUB_TRUSTED_PROXIES."
     for address in $(echo "${FEEDPUB_TRUSTED_PROXIES:-}" | tr ',' ' '); do
@@ -53,7 +52,7 @@ write() {
       esac
       echo "$address 1;"
     done
-  } > "$dir/trusted-proxies.conf"
+  } > "$proxies_conf.new"
 
   cert=${FEEDPUB_TLS_CERT:-}
   key=${FEEDPUB_TLS_KEY:-}
@@ -75,18 +74,20 @@ write() {
       echo "ssl_certificate \"$cert\";"
       echo "ssl_certificate_key \"$key\";"
     fi
-  } > "$dir/tls.conf"
+  } > "$tls_conf.new"
+  mv "$proxies_conf.new" "$proxies_conf"
+  mv "$tls_conf.new" "$tls_conf"
 }
 
 # What a reload would change: the files and the certificate's and key's bytes.
 fingerprint() {
-  cat "$out/tls.conf" "$out/trusted-proxies.conf" "${FEEDPUB_TLS_CERT:-/dev/null}" \
+  cat "$tls_conf" "$proxies_conf" "${FEEDPUB_TLS_CERT:-/dev/null}" \
       "${FEEDPUB_TLS_KEY:-/dev/null}" 2>/dev/null | cksum
 }
 
 render() {
-  write "$out"
-  if grep -q "^listen" "$out/tls.conf"; then
+  write
+  if grep -q "^listen" "$tls_conf"; then
     say "https on ${NGINX_TLS_PORT:-443} with $FEEDPUB_TLS_CERT"
   elif [ -n "${FEEDPUB_TLS_CERT:-}" ]; then
     say "$FEEDPUB_TLS_CERT or $FEEDPUB_TLS_KEY is not there yet: plain http only (for" \
@@ -97,7 +98,7 @@ render() {
 watch() {
   before=$(fingerprint)
   while sleep "$interval"; do
-    if ! write "$out"; then
+    if ! write; then
       continue  # said why; nginx keeps what it has
     fi
     now=$(fingerprint)
