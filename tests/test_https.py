@@ -19,8 +19,8 @@ import threading
 import time
 from contextlib import contextmanager
 
+import httpx
 import pytest
-import requests
 import trustme
 from django.core.handlers.wsgi import WSGIHandler
 from django.core.servers.basehttp import ThreadedWSGIServer, WSGIRequestHandler
@@ -100,26 +100,22 @@ def https_site(production, transactional_db, tmp_path, ca):
 
 
 @pytest.fixture
-def client(ca, tmp_path):
-    """A client that trusts the local CA, as a reader trusts Let's Encrypt."""
-    bundle = tmp_path / "ca.pem"
-    ca.cert_pem.write_to_path(str(bundle))
-    session = requests.Session()
-    session.trust_env = False  # (else REQUESTS_CA_BUNDLE, or a proxy, would win)
-    session.verify = str(bundle)
-    yield session
-    session.close()
+def client(ca):
+    """A client that trusts the local CA, as a reader trusts Let's Encrypt (and nothing from
+    the environment: no proxy, no other CA bundle)."""
+    trusting = ssl.create_default_context()
+    ca.configure_trust(trusting)
+    with httpx.Client(verify=trusting, trust_env=False, timeout=10) as session:
+        yield session
 
 
-def plain_get(url: str, **options) -> requests.Response:
-    """A GET with nothing from the environment (no proxy)."""
-    with requests.Session() as session:
-        session.trust_env = False
-        return session.get(url, **options)
+def plain_get(url: str, **options) -> httpx.Response:
+    """A GET over plain http, redirects not followed, nothing from the environment."""
+    return httpx.get(url, trust_env=False, timeout=10, **options)
 
 
-def hsts_headers(response) -> list[str]:
-    return response.raw.headers.getlist("Strict-Transport-Security")
+def hsts_headers(response: httpx.Response) -> list[str]:
+    return response.headers.get_list("Strict-Transport-Security")
 
 
 def handshake(port: int, context: ssl.SSLContext) -> dict:
@@ -142,26 +138,23 @@ def test_the_handshake_presents_the_certificate_nginx_was_given(https_site, ca):
 def test_plain_http_is_redirected_to_https_but_health_checks_and_acme(https_site, client):
     feed = FeedFactory(slug="books")
     publishing.put_record(feed=feed, key="k1", data=record_data(1))
-    plain = plain_get(f"{https_site.url}/feeds/books/?format=html", allow_redirects=False,
-                         timeout=10)
+    plain = plain_get(f"{https_site.url}/feeds/books/?format=html")
     assert plain.status_code == 301
     assert plain.headers["Location"] == f"{https_site.https_url}/feeds/books/?format=html"
     assert hsts_headers(plain) == []  # meaningless over http (RFC 6797 8.1)
-    followed = client.get(f"{https_site.url}/admin/login/", timeout=10)
-    assert followed.url == f"{https_site.https_url}/admin/login/"
+    followed = client.get(f"{https_site.url}/admin/login/", follow_redirects=True)
+    assert str(followed.url) == f"{https_site.https_url}/admin/login/"
     assert followed.status_code == 200
 
-    assert plain_get(f"{https_site.url}/healthz", timeout=10).status_code == 200
-    assert plain_get(f"{https_site.url}/nginx-health", timeout=10).status_code == 204
+    assert plain_get(f"{https_site.url}/healthz").status_code == 200
+    assert plain_get(f"{https_site.url}/nginx-health").status_code == 204
     # certbot's http-01 challenge: a file in the webroot, answered over plain http
     challenges = https_site.acme_root / ".well-known" / "acme-challenge"
     challenges.mkdir(parents=True)
     (challenges / "tok3n").write_text("tok3n.thumbprint")
-    acme = plain_get(f"{https_site.url}/.well-known/acme-challenge/tok3n",
-                        allow_redirects=False, timeout=10)
+    acme = plain_get(f"{https_site.url}/.well-known/acme-challenge/tok3n")
     assert (acme.status_code, acme.text) == (200, "tok3n.thumbprint")
-    missing = plain_get(f"{https_site.url}/.well-known/acme-challenge/other",
-                           allow_redirects=False, timeout=10)
+    missing = plain_get(f"{https_site.url}/.well-known/acme-challenge/other")
     assert missing.status_code == 404  # never feedpub's, never redirected
 
 
@@ -171,14 +164,13 @@ def test_every_https_answer_carries_hsts_exactly_once(https_site, client):
         publishing.put_record(feed=feed, key=f"k{n}", data=record_data(n))
     base = https_site.https_url
     answers = {
-        "feedpub's": client.get(f"{base}/api/feeds/", timeout=10),
-        "feedpub's health": client.get(f"{base}/healthz", timeout=10),
-        "an exported page, or feedpub's": client.get(f"{base}/feeds/books/archives/1/",
-                                                     timeout=10),
-        "nginx's own": client.get(f"{base}/nginx-health", timeout=10),
+        "feedpub's": client.get(f"{base}/api/feeds/"),
+        "feedpub's health": client.get(f"{base}/healthz"),
+        "an archive page": client.get(f"{base}/feeds/books/archives/1/"),
+        "nginx's own": client.get(f"{base}/nginx-health"),
     }
     for _ in range(2):  # stored, then from nginx's cache
-        answers["cached"] = client.get(f"{base}/feeds/books/", timeout=10)
+        answers["cached"] = client.get(f"{base}/feeds/books/")
     assert answers["cached"].headers["X-Cache-Status"] == "HIT"
     for what, answer in answers.items():
         assert answer.status_code in {200, 204}, what
@@ -191,22 +183,22 @@ def test_session_and_csrf_cookies_are_secure_and_an_admin_logs_in_over_https(htt
 
     User.objects.create_superuser("ada", "ada@example.org", "correct horse")
     login_url = f"{https_site.https_url}/admin/login/"
-    page = client.get(login_url, timeout=10)
+    page = client.get(login_url)
     assert page.status_code == 200
-    assert "Secure" in page.headers["Set-Cookie"]
+    assert all("; Secure" in cookie for cookie in page.headers.get_list("Set-Cookie"))
     assert client.cookies.get("csrftoken") is not None
     token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
 
     # As a browser posts it: with its Referer, which Django checks on https.
     answer = client.post(login_url, data={
         "csrfmiddlewaretoken": token, "username": "ada", "password": "correct horse",
-        "next": "/admin/"}, headers={"Referer": login_url}, allow_redirects=False, timeout=10)
+        "next": "/admin/"}, headers={"Referer": login_url})
     assert answer.status_code == 302, answer.text[:500]
     assert answer.headers["Location"] == "/admin/"
-    session_cookie = next(c for c in client.cookies if c.name == "sessionid")
-    assert session_cookie.secure
-    assert all(cookie.secure for cookie in client.cookies)
-    index = client.get(f"{https_site.https_url}/admin/", timeout=10)
+    cookies = {cookie.name: cookie for cookie in client.cookies.jar}
+    assert set(cookies) == {"csrftoken", "sessionid"}
+    assert all(cookie.secure for cookie in cookies.values())
+    index = client.get(f"{https_site.https_url}/admin/")
     assert index.status_code == 200
     assert 'id="logout-form"' in index.text
     assert hsts_headers(index) == [HSTS]
@@ -233,7 +225,7 @@ def test_a_long_poll_over_https_is_answered_when_the_feed_changes(production, tr
         nginx.start()
         try:
             url = f"{nginx.https_url}/feeds/books/"
-            etag = client.get(url, timeout=10).headers["ETag"]
+            etag = client.get(url).headers["ETag"]
             answers = []
             waiting = threading.Thread(target=lambda: answers.append(client.get(
                 url, headers={"If-None-Match": etag, "Prefer": "wait=20"}, timeout=30)))
@@ -334,8 +326,7 @@ def through(nginx: Nginx, proto: str | None):
     headers = {"Host": "feeds.example.org"}
     if proto:
         headers["X-Forwarded-Proto"] = proto
-    return plain_get(f"{nginx.url}/api/feeds/", headers=headers, allow_redirects=False,
-                        timeout=10)
+    return plain_get(f"{nginx.url}/api/feeds/", headers=headers)
 
 
 def test_a_trusted_terminator_forwarded_proto_is_honoured(behind_a_terminator):
@@ -380,7 +371,7 @@ def test_until_the_first_certificate_exists_nginx_answers_plain_http(tmp_path, c
     nginx.start()
     try:
         assert "plain http only" in (nginx.workdir / "feedpub-tls.conf").read_text()
-        assert plain_get(f"{nginx.url}/nginx-health", timeout=10).status_code == 204
+        assert plain_get(f"{nginx.url}/nginx-health").status_code == 204
         with pytest.raises(ConnectionRefusedError):  # no https listener
             socket.create_connection(("127.0.0.1", nginx.tls_port), timeout=2).close()
         trusting = ssl.create_default_context()
@@ -397,6 +388,6 @@ def test_until_the_first_certificate_exists_nginx_answers_plain_http(tmp_path, c
                     time.sleep(0.2)
         assert "reloading nginx" in said(watcher)
         # plain http still answers
-        assert plain_get(f"{nginx.url}/nginx-health", timeout=10).status_code == 204
+        assert plain_get(f"{nginx.url}/nginx-health").status_code == 204
     finally:
         nginx.stop()
