@@ -193,14 +193,21 @@ class Nginx:
                 "NGINX_TLS_PORT": f"127.0.0.1:{self.tls_port}",
                 "FEEDPUB_TRUSTED_PROXIES": self.trusted_proxies}
 
-    def tls_script(self, *arguments: str, **extra: str) -> subprocess.CompletedProcess:
-        """deploy/nginx/tls.sh run as the nginx image runs it (with /bin/sh), failing loudly."""
-        result = subprocess.run(["/bin/sh", str(TLS_SCRIPT), *arguments],  # noqa: S603
-                                env={**self.tls_environment(), **extra}, capture_output=True,
-                                text=True, check=False, timeout=30)
+    def tls_script(self, *arguments: str, **extra: str) -> str:
+        """deploy/nginx/tls.sh run as the nginx image runs it, failing loudly; what it said.
+        (Its stderr goes to a file, not a pipe: with no argument it leaves a watcher running
+        that keeps it open.)"""
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        log = self.workdir / "tls.log"
+        with log.open("w") as stderr:
+            result = subprocess.run([str(TLS_SCRIPT), *arguments],  # noqa: S603
+                                    env={**self.tls_environment(), **extra},
+                                    stdout=subprocess.DEVNULL, stderr=stderr, check=False,
+                                    timeout=30)
+        said = log.read_text()
         if result.returncode != 0:
-            raise RuntimeError(f"tls.sh {' '.join(arguments)} failed: {result.stderr}")
-        return result
+            raise RuntimeError(f"tls.sh {' '.join(arguments)} failed: {said}")
+        return said
 
     def command(self, *extra: str) -> list[str]:
         return [require_nginx(), "-p", str(self.workdir), "-c", str(self.config),

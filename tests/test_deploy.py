@@ -821,3 +821,32 @@ def test_the_wsgi_module_loads_what_workers_would_each_load_on_their_first_reque
                             capture_output=True, text=True, check=True, timeout=60)
     assert loaded.stdout.split() == ["True", "True", "True", "True"]
     assert not (tmp_path / "none.sqlite3").exists()  # and no database was touched
+
+
+# HTTPS (docs/deploying/https.md) -------------------------------------------------------------
+
+def test_nginx_runs_the_tls_script_and_shares_certbot_volumes():
+    nginx, certbot = SERVICES["nginx"], SERVICES["certbot"]
+    # The image runs /docker-entrypoint.d/*.sh before nginx only if they are executable.
+    assert "./deploy/nginx/tls.sh:/docker-entrypoint.d/40-feedpub-tls.sh:ro" in nginx["volumes"]
+    mode = subprocess.run(["git", "ls-files", "-s", "deploy/nginx/tls.sh"], cwd=ROOT,  # noqa: S607
+                          capture_output=True, text=True, check=True).stdout.split()[0]
+    assert mode == "100755"
+    # certbot writes its challenges where nginx serves them, and its certificate where .env
+    # names it (--cert-name feedpub), both read-only in nginx.
+    webroot = nginx["environment"]["NGINX_ACME_ROOT"]
+    assert f"acme:{webroot}:ro" in nginx["volumes"]
+    assert f"acme:{webroot}" in certbot["volumes"]
+    assert "letsencrypt:/etc/letsencrypt:ro" in nginx["volumes"]
+    assert "letsencrypt:/etc/letsencrypt" in certbot["volumes"]
+    loop = certbot["command"][0]
+    assert f"--webroot --webroot-path {webroot} --cert-name feedpub" in loop
+    assert "--keep-until-expiring" in loop  # every pass renews only when due
+    example = (ROOT / ".env.example").read_text()
+    assert "# FEEDPUB_TLS_CERT=/etc/letsencrypt/live/feedpub/fullchain.pem" in example
+    assert "# FEEDPUB_TLS_KEY=/etc/letsencrypt/live/feedpub/privkey.pem" in example
+    # Only on demand, and https published where nginx listens for it.
+    assert certbot["profiles"] == ["letsencrypt"]
+    assert nginx["environment"]["NGINX_TLS_PORT"] == "443"
+    assert "${HTTPS_PORT:-8443}:443" in nginx["ports"]
+    assert nginx["environment"]["FEEDPUB_TLS_CERT"] == "${FEEDPUB_TLS_CERT:-}"  # none: http

@@ -117,6 +117,7 @@ case ${1:-} in
     render
     if [ -n "${FEEDPUB_TLS_CERT:-}" ]; then
       "$0" watch </dev/null &
+      say "watching the certificate every $interval s (pid $!)"
     fi ;;
   *) say "usage: tls.sh [render|watch]"; exit 2 ;;
 esac
