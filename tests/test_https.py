@@ -62,6 +62,10 @@ def feedpub_server():
 @pytest.fixture
 def production(settings):
     """feedpub's settings with DEBUG off (feedpub/settings.py)."""
+    # feedpub.asgi builds its Django application, middleware and all, once a process, from
+    # the settings as they are then: built before these change, or a later plain-http long
+    # poll of another module in this process would be redirected (SECURE_SSL_REDIRECT).
+    import feedpub.asgi  # noqa: F401
     settings.SECURE_SSL_REDIRECT = True
     settings.SECURE_HSTS_SECONDS = 31536000
     settings.SECURE_HSTS_INCLUDE_SUBDOMAINS = True
