@@ -28,7 +28,7 @@
 # A reload nginx cannot apply (a broken certificate) leaves it running as it was.
 #   tls.sh render   the files, once
 #   tls.sh watch    the watcher, in the foreground
-set -eu
+set -euf  # (-f: no file names from a `*` in FEEDPUB_TRUSTED_PROXIES)
 
 conf_dir=${NGINX_CONF_DIR:-/etc/nginx}
 tls_conf=$conf_dir/feedpub-tls.conf
