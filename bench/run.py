@@ -257,7 +257,9 @@ def start_nginx() -> subprocess.Popen:
               # No long polls here (bench/longpoll.py measures them): the same upstream.
               "FEEDPUB_LONGPOLL_UPSTREAM": f"127.0.0.1:{WEB_PORT}",
               # Upstreams by address here: the resolver is never asked.
-              "NGINX_RESOLVER": "127.0.0.1 valid=10s ipv6=off"}
+              "NGINX_RESOLVER": "127.0.0.1 valid=10s ipv6=off",
+              # No ACME challenges here, and plain http only (tls.sh, below).
+              "NGINX_ACME_ROOT": str(WORK / "acme")}
     text = NGINX_TEMPLATE.read_text()
     for name, value in values.items():  # what the nginx image's envsubst does
         text = text.replace("${" + name + "}", value)
@@ -286,6 +288,9 @@ http {{
     for folder in ("nginx-cache", "nginx-tmp"):
         subprocess.run(["rm", "-rf", str(WORK / folder)], check=True)
         (WORK / folder).mkdir()
+    # What the template includes beside nginx.conf: no certificate, no trusted proxy.
+    subprocess.run(["/bin/sh", str(ROOT / "deploy" / "nginx" / "tls.sh"), "render"],
+                   env={"PATH": os.environ["PATH"], "NGINX_CONF_DIR": str(WORK)}, check=True)
     return start(["nginx", "-c", str(WORK / "nginx.conf"), "-p", str(WORK)], "nginx.log")
 
 

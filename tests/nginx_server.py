@@ -1,7 +1,8 @@
 """The deploy nginx, run for real: deploy/nginx/feedpub.conf.template rendered as the nginx
-image renders it (envsubst of the compose file's variables), included by the deploy's own
-nginx.conf (its paths moved into a work directory), in front of any HTTP server (the live
-server, or a stub).
+image renders it (envsubst of the compose file's variables), with what deploy/nginx/tls.sh
+writes beside it (its https listener and trusted proxies, as the image runs it), included by
+the deploy's own nginx.conf (its paths moved into a work directory), in front of any HTTP
+server (the live server, or a stub).
 
 Without nginx these tests skip; with FEEDPUB_REQUIRE_NGINX set (.ci/run sets it) they fail
 instead, so that CI never passes without having run them.
@@ -27,12 +28,16 @@ from .external import require
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = ROOT / "deploy" / "nginx" / "feedpub.conf.template"
+TLS_SCRIPT = ROOT / "deploy" / "nginx" / "tls.sh"
 MAIN_CONFIG = ROOT / "deploy" / "nginx" / "nginx.conf"
 VARIABLES = ("NGINX_PORT", "FEEDPUB_UPSTREAM", "FEEDPUB_LONGPOLL_UPSTREAM", "NGINX_CACHE_DIR",
              "NGINX_CACHE_SIZE", "FEEDPUB_PAGES_DIR", "FEEDPUB_BASE_URL", "FEEDPUB_MAX_AGE",
              "FEEDPUB_SECURE_SSL_REDIRECT", "FEEDPUB_SECURE_HSTS_SECONDS",
              "FEEDPUB_SECURE_HSTS_INCLUDE_SUBDOMAINS", "FEEDPUB_SECURE_HSTS_PRELOAD",
-             "NGINX_RESOLVER")
+             "NGINX_RESOLVER", "NGINX_ACME_ROOT")
+# What deploy/nginx/tls.sh reads (docker-compose.yml gives nginx these too).
+TLS_VARIABLES = ("FEEDPUB_TLS_CERT", "FEEDPUB_TLS_KEY", "NGINX_TLS_PORT",
+                 "FEEDPUB_TRUSTED_PROXIES")
 # A header of every request of Nginx.request, which the test configuration alone logs (to
 # done.log) once nginx is done with the request: see Nginx.request.
 DONE_HEADER = "X-Nginx-Test-Request"
@@ -139,6 +144,11 @@ class Nginx:
     secure: dict[str, str] = field(default_factory=lambda: {
         "SSL_REDIRECT": "false", "HSTS_SECONDS": "0", "HSTS_INCLUDE_SUBDOMAINS": "false",
         "HSTS_PRELOAD": "false"})
+    # FEEDPUB_TLS_CERT and FEEDPUB_TLS_KEY (deploy/nginx/tls.sh): https on `tls_port` too
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    tls_port: int = field(default_factory=free_port)
+    trusted_proxies: str = ""  # FEEDPUB_TRUSTED_PROXIES
     process: subprocess.Popen | None = None
     # DONE_HEADER's values (from 1: nginx's `if=` logs no "0")
     tokens: itertools.count = field(default_factory=lambda: itertools.count(1))
@@ -161,11 +171,43 @@ class Nginx:
             "FEEDPUB_MAX_AGE": str(self.max_age),
             **{f"FEEDPUB_SECURE_{name}": value for name, value in self.secure.items()},
             "NGINX_RESOLVER": self.resolver,
+            "NGINX_ACME_ROOT": str(self.acme_root),
         })
         if self.edit is not None:
             text = self.edit(text)
         (self.workdir / "feedpub.conf").write_text(text)
         self.config.write_text(main_config(self.workdir, self.workdir / "feedpub.conf"))
+        self.tls_script("render")
+
+    @property
+    def acme_root(self) -> Path:
+        return self.workdir / "acme"
+
+    def tls_environment(self) -> dict[str, str]:
+        """deploy/nginx/tls.sh's variables, as docker-compose.yml gives them (and where this
+        nginx keeps its configuration and pid)."""
+        return {"PATH": os.environ["PATH"], "NGINX_CONF_DIR": str(self.workdir),
+                "NGINX_PID_FILE": str(self.workdir / "nginx.pid"),
+                "FEEDPUB_TLS_CERT": str(self.tls_cert or ""),
+                "FEEDPUB_TLS_KEY": str(self.tls_key or ""),
+                "NGINX_TLS_PORT": f"127.0.0.1:{self.tls_port}",
+                "FEEDPUB_TRUSTED_PROXIES": self.trusted_proxies}
+
+    def tls_script(self, *arguments: str, **extra: str) -> str:
+        """deploy/nginx/tls.sh run as the nginx image runs it, failing loudly; what it said.
+        (Its stderr goes to a file, not a pipe: with no argument it leaves a watcher running
+        that keeps it open.)"""
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        log = self.workdir / "tls.log"
+        with log.open("w") as stderr:
+            result = subprocess.run([str(TLS_SCRIPT), *arguments],  # noqa: S603
+                                    env={**self.tls_environment(), **extra},
+                                    stdout=subprocess.DEVNULL, stderr=stderr, check=False,
+                                    timeout=30)
+        said = log.read_text()
+        if result.returncode != 0:
+            raise RuntimeError(f"tls.sh {' '.join(arguments)} failed: {said}")
+        return said
 
     def command(self, *extra: str) -> list[str]:
         return [require_nginx(), "-p", str(self.workdir), "-c", str(self.config),
@@ -212,6 +254,10 @@ class Nginx:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def https_url(self) -> str:
+        return f"https://localhost:{self.tls_port}"
 
     def request(self, path: str, headers: dict[str, str] | None = None,
                 method: str = "GET") -> Response:

@@ -23,7 +23,7 @@ from django.db import DatabaseError
 from django.http.request import validate_host
 from django.urls import reverse
 
-from .nginx_server import VARIABLES, Nginx, render_template, require_nginx
+from .nginx_server import TLS_VARIABLES, VARIABLES, Nginx, render_template, require_nginx
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
@@ -106,7 +106,9 @@ def test_compose_nginx_renders_the_template_the_benchmark_renders():
     mount = f"./deploy/nginx/{TEMPLATE.name}:/etc/nginx/templates/default.conf.template:ro"
     assert mount in nginx["volumes"]
     variables = set(re.findall(r"\$\{(\w+)\}", TEMPLATE.read_text()))
-    assert variables == set(nginx["environment"]) == set(VARIABLES)
+    assert variables == set(VARIABLES)
+    # and deploy/nginx/tls.sh's, which writes what the template includes beside it
+    assert set(nginx["environment"]) == set(VARIABLES) | set(TLS_VARIABLES)
     assert nginx["environment"]["FEEDPUB_UPSTREAM"] == "web:8000"
     assert SERVICES["web"]["environment"]["GUNICORN_BIND"] == "0.0.0.0:8000"
     assert nginx["environment"]["FEEDPUB_LONGPOLL_UPSTREAM"] == \
@@ -157,7 +159,8 @@ def test_the_renderer_does_what_envsubst_does():
               "FEEDPUB_MAX_AGE": "60", "FEEDPUB_LONGPOLL_UPSTREAM": "longpoll:8001",
               "FEEDPUB_SECURE_SSL_REDIRECT": "true", "FEEDPUB_SECURE_HSTS_SECONDS": "31536000",
               "FEEDPUB_SECURE_HSTS_INCLUDE_SUBDOMAINS": "true",
-              "FEEDPUB_SECURE_HSTS_PRELOAD": "true", "NGINX_RESOLVER": "127.0.0.11 valid=10s"}
+              "FEEDPUB_SECURE_HSTS_PRELOAD": "true", "NGINX_RESOLVER": "127.0.0.11 valid=10s",
+              "NGINX_ACME_ROOT": "/var/www/acme"}
     shell_format = " ".join(f"${{{name}}}" for name in values)
     real = subprocess.run(["envsubst", shell_format], input=TEMPLATE.read_text(),  # noqa: S603, S607
                           env={**os.environ, **values}, capture_output=True, text=True,
@@ -424,7 +427,10 @@ COMPOSE_READS = {"POSTGRES_USER", "POSTGRES_DB", "FEEDPUB_BASE_URL", "FEEDPUB_MA
                  "SECURE_SSL_REDIRECT", "SECURE_HSTS_SECONDS", "SECURE_HSTS_INCLUDE_SUBDOMAINS",
                  "SECURE_HSTS_PRELOAD", "FEEDPUB_PAGE_CACHE_BYTES",
                  "FEEDPUB_WEBSUB_CALLBACK_HOSTS", "HTTP_PORT", "NGINX_CACHE_SIZE",
-                 "POSTGRES_PASSWORD_FILE"}
+                 "POSTGRES_PASSWORD_FILE",
+                 # HTTPS (docs/deploying/https.md): nginx's and certbot's
+                 "HTTPS_PORT", "FEEDPUB_TLS_CERT", "FEEDPUB_TLS_KEY", "FEEDPUB_TRUSTED_PROXIES",
+                 "LETSENCRYPT_DOMAINS", "LETSENCRYPT_EMAIL", "LETSENCRYPT_OPTIONS"}
 
 
 def run_entrypoint(shell: str, *command: str, env: dict[str, str],
@@ -815,3 +821,32 @@ def test_the_wsgi_module_loads_what_workers_would_each_load_on_their_first_reque
                             capture_output=True, text=True, check=True, timeout=60)
     assert loaded.stdout.split() == ["True", "True", "True", "True"]
     assert not (tmp_path / "none.sqlite3").exists()  # and no database was touched
+
+
+# HTTPS (docs/deploying/https.md) -------------------------------------------------------------
+
+def test_nginx_runs_the_tls_script_and_shares_certbot_volumes():
+    nginx, certbot = SERVICES["nginx"], SERVICES["certbot"]
+    # The image runs /docker-entrypoint.d/*.sh before nginx only if they are executable.
+    assert "./deploy/nginx/tls.sh:/docker-entrypoint.d/40-feedpub-tls.sh:ro" in nginx["volumes"]
+    mode = subprocess.run(["git", "ls-files", "-s", "deploy/nginx/tls.sh"], cwd=ROOT,  # noqa: S607
+                          capture_output=True, text=True, check=True).stdout.split()[0]
+    assert mode == "100755"
+    # certbot writes its challenges where nginx serves them, and its certificate where .env
+    # names it (--cert-name feedpub), both read-only in nginx.
+    webroot = nginx["environment"]["NGINX_ACME_ROOT"]
+    assert f"acme:{webroot}:ro" in nginx["volumes"]
+    assert f"acme:{webroot}" in certbot["volumes"]
+    assert "letsencrypt:/etc/letsencrypt:ro" in nginx["volumes"]
+    assert "letsencrypt:/etc/letsencrypt" in certbot["volumes"]
+    loop = certbot["command"][0]
+    assert f"--webroot --webroot-path {webroot} --cert-name feedpub" in loop
+    assert "--keep-until-expiring" in loop  # every pass renews only when due
+    example = (ROOT / ".env.example").read_text()
+    assert "# FEEDPUB_TLS_CERT=/etc/letsencrypt/live/feedpub/fullchain.pem" in example
+    assert "# FEEDPUB_TLS_KEY=/etc/letsencrypt/live/feedpub/privkey.pem" in example
+    # Only on demand, and https published where nginx listens for it.
+    assert certbot["profiles"] == ["letsencrypt"]
+    assert nginx["environment"]["NGINX_TLS_PORT"] == "443"
+    assert "${HTTPS_PORT:-8443}:443" in nginx["ports"]
+    assert nginx["environment"]["FEEDPUB_TLS_CERT"] == "${FEEDPUB_TLS_CERT:-}"  # none: http

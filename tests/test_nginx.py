@@ -282,6 +282,18 @@ def trust_localhost(text: str) -> str:
     return edited
 
 
+def test_forwarded_for_is_passed_on_only_from_a_trusted_proxy(stub_upstream, tmp_path):
+    require_nginx()
+    claimed = {"X-Forwarded-For": "203.0.113.5"}
+    for trusted, seen in (("", "127.0.0.1"), ("127.0.0.1", "203.0.113.5, 127.0.0.1")):
+        nginx = Nginx(tmp_path / f"nginx{bool(trusted)}", stub_upstream,
+                      trusted_proxies=trusted).start()
+        try:
+            assert json.loads(nginx.request("/echo", claimed).body)["x-forwarded-for"] == seen
+        finally:
+            nginx.stop()
+
+
 def test_a_trusted_proxy_forwarded_scheme_is_passed_on(stub_upstream, tmp_path):
     require_nginx()
     nginx = Nginx(tmp_path / "nginx", stub_upstream, edit=trust_localhost).start()
@@ -495,7 +507,8 @@ def test_one_client_throttled_behind_two_proxies_leaves_the_other_alone(deployed
     """A TLS terminator in front of nginx appends the client's address to X-Forwarded-For,
     nginx appends the terminator's: with FEEDPUB_API_PROXIES=2 each client is counted by
     its own address. With 1 (nginx alone) both counted as the terminator, and one client's
-    429 was the other's."""
+    429 was the other's. Only a trusted proxy's X-Forwarded-For is passed on
+    (FEEDPUB_TRUSTED_PROXIES): anyone else's is replaced by their own address."""
     from django.core.cache import cache
 
     settings.FEEDPUB_API_ANON_RATE = "2/hour"
@@ -507,6 +520,11 @@ def test_one_client_throttled_behind_two_proxies_leaves_the_other_alone(deployed
         settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "NUM_PROXIES": proxies}
         return [deployed.request("/api/feeds/", client).status for client in clients]
 
+    # Not from a trusted proxy: the header is not believed, both are 127.0.0.1.
+    assert codes(2, alice, alice, bob) == [200, 200, 429]
+    deployed.stop()
+    deployed.trusted_proxies = "127.0.0.1"  # the terminator
+    deployed.start()
     assert codes(2, alice, alice, alice, bob) == [200, 200, 429, 200]
     assert codes(1, alice, alice, bob) == [200, 200, 429]  # why the setting matters
 
