@@ -1,0 +1,31 @@
+"""The admin site itself (not what it administers, which is archives/admin.py): named by
+FEEDPUB_ADMIN_TITLE, as a team calls its catalogue, with feedpub's release in every page's
+footer (templates/admin/base_site.html), so a screenshot says which release it shows."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import admin
+from django.contrib.admin.apps import AdminConfig
+
+from feedpub import __version__
+
+
+class FeedpubAdminSite(admin.AdminSite):
+    # Read on each request, not when the site is made: a setting is the one place it is kept.
+    @property
+    def site_header(self) -> str:
+        return settings.FEEDPUB_ADMIN_TITLE
+
+    @property
+    def site_title(self) -> str:
+        return settings.FEEDPUB_ADMIN_TITLE
+
+    def each_context(self, request):
+        return {**super().each_context(request), "feedpub_version": __version__}
+
+
+class FeedpubAdminConfig(AdminConfig):
+    """django.contrib.admin, with the site above as `admin.site` (INSTALLED_APPS names it)."""
+
+    default_site = "feedpub.admin.FeedpubAdminSite"
