@@ -126,3 +126,18 @@ def test_nothing_tracked_holds_a_placeholder():
         text = path.read_text(errors="replace")
         found += [f"{name}: {match.group()}" for match in PLACEHOLDERS.finditer(text)]
     assert not found
+
+
+# A release named in the docs ("ok feedpub 0.3.0", "v0.3.0", "feedpub-0.3.0.tar.gz"), as
+# what runs now: moved with the version, never left behind.
+NAMED_RELEASE = re.compile(r"(?:\bfeedpub[ -]|\bv)(\d+\.\d+\.\d+)\b")
+
+
+def test_the_docs_name_the_current_release():
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    stale = [f"{path.relative_to(ROOT)}: {match.group()}" for path in pages
+             for match in NAMED_RELEASE.finditer(path.read_text())
+             if match.group(1) != feedpub.__version__]
+    assert not stale
+    upgrades = (ROOT / "docs" / "operating" / "upgrades.md").read_text()
+    assert f"ok feedpub {feedpub.__version__}" in upgrades
