@@ -142,8 +142,8 @@ def test_a_producer_cannot_create_change_or_delete_feeds_through_the_api(token_c
 
 
 def test_a_producer_edits_records_in_the_admin(client, producer, feed):
-    record = Record.objects.get(pk=publishing.put_record(
-        feed=feed, key="k1", data=record_data(1)).record_id)
+    publishing.put_record(feed=feed, key="k1", data=record_data(1))
+    record = Record.objects.get(feed=feed, key="k1")
     client.force_login(producer)
     body = {"title": "Edited", "summary": "", "metadata": json.dumps({}), "links": "[]"}
 
