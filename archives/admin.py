@@ -93,8 +93,9 @@ def _short(text: str, length: int):
 
 def feed_label(feed: Feed) -> str:
     """A feed as people choose it (the record form's select, the lists' filters): by its
-    title, with the slug that tells two of a title apart and that its URLs show."""
-    return f"{feed.title} ({feed.slug})"
+    title, cut to fit a select, with the slug that tells two of a title apart and that its
+    URLs show."""
+    return f"{Truncator(feed.title).chars(60)} ({feed.slug})"
 
 
 class FeedChoiceField(forms.ModelChoiceField):
