@@ -12,17 +12,13 @@ from feedpub import __version__
 
 
 class FeedpubAdminSite(admin.AdminSite):
-    # Read on each request, not when the site is made: a setting is the one place it is kept.
-    @property
-    def site_header(self) -> str:
-        return settings.FEEDPUB_ADMIN_TITLE
-
-    @property
-    def site_title(self) -> str:
-        return settings.FEEDPUB_ADMIN_TITLE
-
     def each_context(self, request):
-        return {**super().each_context(request), "feedpub_version": __version__}
+        # Read on each request (every admin page's context comes from here, the login page's
+        # too), not when the site is made: the setting is the one place the name is kept.
+        return {**super().each_context(request),
+                "site_header": settings.FEEDPUB_ADMIN_TITLE,
+                "site_title": settings.FEEDPUB_ADMIN_TITLE,
+                "feedpub_version": __version__}
 
 
 class FeedpubAdminConfig(AdminConfig):

@@ -42,7 +42,7 @@ def remove_producers(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('archives', '0019_record_schemas'),
+        ('archives', '0020_heartbeats'),
         ('auth', '0012_alter_user_first_name_max_length'),
         ('contenttypes', '0002_remove_content_type_name'),
     ]
