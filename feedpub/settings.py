@@ -369,7 +369,7 @@ REST_FRAMEWORK = {
         "rest_framework.renderers.JSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",
     ],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "archives.api.schema.AutoSchema",
     "EXCEPTION_HANDLER": "archives.api.exceptions.handle",
     "DEFAULT_THROTTLE_CLASSES": [
         "archives.api.throttling.AnonThrottle",
@@ -396,6 +396,8 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     "PREPROCESSING_HOOKS": ["archives.api.schema.canonical_routes_only"],
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
+                             "archives.api.schema.closed_request_bodies",
+                             "archives.api.schema.blank_in_the_pattern",
                              "archives.api.schema.token_first"],
 }
 
