@@ -24,6 +24,8 @@ RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml
 # What the processes run, and nothing else: no tests, benchmarks, documentation or CI
 # (.dockerignore keeps them out of the build context too; tests/test_deploy.py checks both).
 COPY manage.py ./
+# The licence goes wherever the code does (its second clause: redistributions in binary form).
+COPY LICENSE ./
 COPY feedpub feedpub
 COPY archives archives
 COPY templates templates

@@ -3,6 +3,13 @@ import os
 import sys
 
 if __name__ == "__main__":
+    if sys.argv[1:] == ["version"]:
+        # feedpub's release (feedpub/__init__.py). Django answers `version` itself, before any
+        # command of ours could, with its own version: `manage.py --version` still does.
+        from feedpub import __version__
+
+        print(__version__)
+        sys.exit(0)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "feedpub.settings")
     from django.core.management import execute_from_command_line
 

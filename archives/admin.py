@@ -91,6 +91,26 @@ def _short(text: str, length: int):
     return format_html('<span title="{}">{}</span>', text, Truncator(text).chars(length))
 
 
+def feed_label(feed: Feed) -> str:
+    """A feed as people choose it (the record form's select, the lists' filters): by its
+    title, cut to fit a select, with the slug that tells two of a title apart and that its
+    URLs show."""
+    return f"{Truncator(feed.title).chars(60)} ({feed.slug})"
+
+
+class FeedChoiceField(forms.ModelChoiceField):
+    def label_from_instance(self, obj: Feed) -> str:
+        return feed_label(obj)
+
+
+class FeedFilter(admin.RelatedFieldListFilter):
+    """The lists' "By feed" filter, each feed by feed_label, in the select's order."""
+
+    def field_choices(self, field, request, model_admin):
+        return [(feed.pk, feed_label(feed))
+                for feed in Feed.objects.order_by("title", "slug").only("slug", "title")]
+
+
 @admin.display(description="feed", ordering="feed__slug")
 def short_feed(obj):
     """The feed column of a list: a slug may be 100 characters that cannot wrap."""
@@ -656,7 +676,7 @@ class RecordAdmin(ShowsRefusals, admin.ModelAdmin):
     form = RecordForm
     list_display = ["short_key", "short_title", short_feed, "changed", "state", "links_"]
     list_display_links = ["short_key"]
-    list_filter = [LiveFilter, "feed"]
+    list_filter = [LiveFilter, ("feed", FeedFilter)]
     # The search box searches as the search page for people does (get_search_results).
     search_fields = ["key", "title", "summary"]
     search_help_text = ("Part of a key, title or summary, in any case, with or without "
@@ -699,7 +719,11 @@ class RecordAdmin(ShowsRefusals, admin.ModelAdmin):
 
     @admin.display(description="links")
     def links_(self, record: Record):
-        return format_html("{} · {}", self.history(record), self.document(record))
+        # Its public page first, the one a colleague is sent; a deleted record's URL is a 410.
+        if record.is_deleted:
+            return format_html("{} · {}", self.history(record), self.document(record))
+        page = _link(urls.html_url(urls.record_url(record.feed.slug, record.key)), "page")
+        return format_html("{} · {} · {}", page, self.history(record), self.document(record))
 
     @admin.display(description="history")
     def history(self, record: Record):
@@ -720,6 +744,12 @@ class RecordAdmin(ShowsRefusals, admin.ModelAdmin):
 
     def get_readonly_fields(self, request, obj=None):
         return [*self.readonly_fields, *RECORD_FROZEN] if obj else []
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.name == "feed":  # (only on the add form: a record's feed is fixed)
+            kwargs.setdefault("form_class", FeedChoiceField)
+            kwargs.setdefault("queryset", Feed.objects.order_by("title", "slug"))
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     def get_form(self, request, obj=None, change=False, **kwargs):
         # A feed with a record schema has its records' metadata edited as a form drawn
@@ -836,7 +866,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 @admin.register(Entry)
 class EntryAdmin(ReadOnlyAdmin):
     list_display = ["seq", short_feed, "kind", "record_key", "short_title", "changed", "document"]
-    list_filter = ["feed", "kind"]
+    list_filter = [("feed", FeedFilter), "kind"]
     list_select_related = ["feed", "record"]
     search_fields = ["record__key", "title"]
     # Newest first: id follows the order entries were written in, across feeds.
@@ -880,7 +910,7 @@ class EntryAdmin(ReadOnlyAdmin):
 class ArchivePageAdmin(ReadOnlyAdmin):
     list_display = ["number", short_feed, "first_seq", "last_seq", "last_updated", "has_next",
                     "document"]
-    list_filter = ["feed"]
+    list_filter = [("feed", FeedFilter)]
     list_select_related = ["feed"]
     exclude = ["body"]
     ordering = ["feed", "-number"]

@@ -1,6 +1,7 @@
 """`/healthz`: is this process able to answer? It asks the database, the one thing it needs.
 
-For load balancers, Docker health checks and uptime monitors: 200 "ok" when a trivial query
+For load balancers, Docker health checks and uptime monitors: 200 "ok" and the release that
+answers ("ok feedpub 0.3.0": after an upgrade, which code is serving) when a trivial query
 succeeds, 503 otherwise, never cached. It sits outside the archives app so that a broken
 feed never makes a whole web container look dead.
 """
@@ -14,6 +15,7 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
 
+from feedpub import __version__
 from feedpub.reconnect import close_lost_connections
 
 logger = logging.getLogger(__name__)
@@ -36,4 +38,4 @@ def healthz(request: HttpRequest) -> HttpResponse:
             logger.exception("health check: the database does not answer")
             return HttpResponse("database unavailable\n", status=503,
                                 content_type="text/plain")
-    return HttpResponse("ok\n", content_type="text/plain")
+    return HttpResponse(f"ok feedpub {__version__}\n", content_type="text/plain")

@@ -139,6 +139,10 @@ if not re.fullmatch(r"\S+@(\S+\.)+\S+", FEEDPUB_OAI_ADMIN_EMAIL or ""):
 # and charts 8 MiB: 97 MiB a gunicorn worker by default (docs/deploying/compose.md).
 FEEDPUB_PAGE_CACHE_BYTES = envint("FEEDPUB_PAGE_CACHE_BYTES", str(64 * 1024 * 1024))
 
+# The admin's site header and the title of its pages (feedpub/admin.py): what the team that
+# keeps the records calls the site.
+FEEDPUB_ADMIN_TITLE = env("FEEDPUB_ADMIN_TITLE", "feedpub") or "feedpub"
+
 # WebSub (W3C): feedpub is its own hub at /websub/ (archives/push/); the websub_worker
 # process verifies intents and delivers changes (docs/consuming/websub.md#the-worker).
 # Callback hosts the hub accepts, as ALLOWED_HOSTS patterns ("*" any, ".example.org" that
@@ -214,7 +218,8 @@ if FEEDPUB_LONG_POLL_DB_CONNECTIONS < 1:
 FEEDPUB_METRICS_TOKEN = env("FEEDPUB_METRICS_TOKEN", "") or ""
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    # django.contrib.admin, its site named by FEEDPUB_ADMIN_TITLE (feedpub/admin.py).
+    "feedpub.admin.FeedpubAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

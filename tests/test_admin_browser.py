@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import User
 
+from archives.admin import feed_label
 from archives.log import publishing
 from archives.models import Feed, Record
 
@@ -59,7 +60,7 @@ def browser_page(live_server, transactional_db, settings, monkeypatch):
 def add_record(page, *, key: str, title: str = "A record", summary: str = "",
                metadata: str = "{}"):
     page.goto(f"{page.base}/admin/archives/record/add/")
-    page.select_option("#id_feed", label="books")
+    page.select_option("#id_feed", label=feed_label(Feed.objects.get(slug="books")))
     page.fill("#id_key", key)
     page.fill("#id_title", title)
     page.fill("#id_summary", summary)

@@ -9,9 +9,10 @@ fail instead (tests/external.py).
 
 from __future__ import annotations
 
+from archives.admin import feed_label
 from archives.documents import urls
 from archives.log import publishing
-from archives.models import Entry, Record
+from archives.models import Entry, Feed, Record
 
 from . import test_admin_browser as admin_browser
 
@@ -53,7 +54,7 @@ def test_a_keeper_adds_a_record_by_the_form_its_feeds_schema_draws(browser_page)
     page.fill("#id_key", "pride")
     page.fill("#id_title", "Pride and Prejudice")
     with page.expect_navigation():  # choosing a schema feed draws its form
-        page.select_option("#id_feed", label="papers")
+        page.select_option("#id_feed", label=feed_label(Feed.objects.get(slug="papers")))
     assert page.url.endswith(f"?feed={feed.pk}&key=pride&title=Pride+and+Prejudice")
     assert page.input_value("#id_key") == "pride"  # what was typed stays
 

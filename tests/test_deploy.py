@@ -23,6 +23,8 @@ from django.db import DatabaseError
 from django.http.request import validate_host
 from django.urls import reverse
 
+import feedpub
+
 from .nginx_server import TLS_VARIABLES, VARIABLES, Nginx, render_template, require_nginx
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -252,7 +254,7 @@ def test_settings_refuse_to_start_without_a_secret_key_when_debug_is_off():
 def test_healthz_answers_ok_when_the_database_answers(client, db):
     response = client.get(reverse("healthz"))
     assert response.status_code == 200
-    assert response.content == b"ok\n"
+    assert response.content == f"ok feedpub {feedpub.__version__}\n".encode()
     assert "no-cache" in response["Cache-Control"]
 
 
@@ -332,7 +334,8 @@ def copied_into_the_image() -> list[str]:
 
 # Top-level paths of the checkout that the processes never read.
 NOT_FOR_THE_IMAGE = {"tests", "bench", "docs", ".ci", "mkdocs.yml", "README.md", "Dockerfile",
-                     ".dockerignore", ".gitignore", "docker-compose.yml", ".env.example"}
+                     ".dockerignore", ".gitignore", "docker-compose.yml", ".env.example",
+                     "CHANGELOG.md"}
 
 
 def test_the_image_holds_what_the_processes_run_and_no_tests_docs_or_benchmarks():

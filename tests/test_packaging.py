@@ -23,7 +23,7 @@ def test_a_wheel_carries_the_schemas_the_code_reads(tmp_path):
     for name in ("archives", "feedpub"):
         shutil.copytree(ROOT / name, source / name,
                         ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, source / name)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",  # noqa: S603
                     "--wheel-dir", str(tmp_path), str(source)], check=True, cwd=tmp_path)
