@@ -1,5 +1,6 @@
 """The shape of the house (archives/__init__.py): layers that only import downwards, no
-import cycle, and consumer tools that import nothing of Django or the server.
+import cycle, and consumer tools (the distribution feedpub-consumer, consumer/) that import
+nothing of Django or the server and declare exactly what else they import.
 
 The import graph is grimp's, which counts every import: inside functions and under
 TYPE_CHECKING too, so a cycle hidden in a lazy import is still a cycle here.
@@ -7,8 +8,11 @@ TYPE_CHECKING too, so a cycle hidden in a lazy import is still a cycle here.
 
 from __future__ import annotations
 
+import re
 import sys
+import tomllib
 from functools import cache
+from pathlib import Path
 
 import grimp
 import pytest
@@ -28,16 +32,18 @@ LAYERS = [
 ]
 # Imported by anything (the app's config) or by nothing of the app (migrations run alone).
 UNLAYERED = {"archives", "archives.apps", "archives.migrations"}
-CONSUMER = "archives.consumer"
-# What the consumer tools may import besides themselves: the standard library, lxml, and a
-# caller's tqdm progress bar.
-CONSUMER_MAY_USE = {"lxml", "tqdm", "jsonschema_rs"}  # + record schemas (as the server)
+# The consumer tools: a distribution of their own, which the server depends on.
+CONSUMER = "feedpub_consumer"
+CONSUMER_PYPROJECT = Path(__file__).resolve().parents[1] / "consumer" / "pyproject.toml"
+# What the consumer tools may import besides themselves: the standard library, lxml, a
+# caller's tqdm progress bar, and jsonschema-rs for record schemas (as the server).
+CONSUMER_MAY_USE = {"lxml", "tqdm", "jsonschema_rs"}
 STDLIB = set(sys.stdlib_module_names) | {"__future__"}
 
 
 @cache
 def graph() -> grimp.ImportGraph:
-    return grimp.build_graph("archives", "feedpub", include_external_packages=True,
+    return grimp.build_graph("archives", "feedpub", CONSUMER, include_external_packages=True,
                               cache_dir=None)
 
 
@@ -48,6 +54,10 @@ def internal(module: str) -> bool:
 def project_modules() -> list[str]:
     return sorted(m for m in graph().modules
                   if internal(m) and not m.startswith("archives.migrations"))
+
+
+def consumer_modules() -> list[str]:
+    return sorted(m for m in graph().modules if m.split(".")[0] == CONSUMER)
 
 
 def package_of(module: str) -> str | None:
@@ -64,18 +74,17 @@ def layer_of(module: str) -> int | None:
 
 
 def test_every_module_has_a_place_in_the_layers():
-    homeless = [m for m in project_modules()
-                if layer_of(m) is None and m not in UNLAYERED and not m.startswith(CONSUMER)]
+    homeless = [m for m in project_modules() if layer_of(m) is None and m not in UNLAYERED]
     assert homeless == []
 
 
 def test_lower_layers_never_import_higher_ones_nor_their_neighbours():
     wrong = []
     for importer in project_modules():
-        if importer.startswith(CONSUMER) or layer_of(importer) is None:
+        if layer_of(importer) is None:
             continue
         for imported in graph().find_modules_directly_imported_by(importer):
-            if not internal(imported) or imported in UNLAYERED or imported.startswith(CONSUMER):
+            if not internal(imported) or imported in UNLAYERED:
                 continue
             here, there = layer_of(importer), layer_of(imported)
             if there is None or there < here or (
@@ -128,6 +137,7 @@ def cycles(modules: list[str]) -> list[list[str]]:
 
 def test_no_module_takes_part_in_an_import_cycle():
     assert cycles(project_modules()) == []
+    assert cycles(consumer_modules()) == []
 
 
 def test_the_cycle_finder_finds_a_cycle(monkeypatch):
@@ -150,14 +160,22 @@ def test_the_cycle_finder_finds_a_cycle(monkeypatch):
                for component in cycles(project_modules()))
 
 
-@pytest.mark.parametrize("module", sorted(
-    m for m in grimp.build_graph("archives", cache_dir=None).modules if m.startswith(CONSUMER)))
+@pytest.mark.parametrize("module", sorted(grimp.build_graph(CONSUMER, cache_dir=None).modules))
 def test_the_consumer_tools_import_nothing_of_django_or_the_server(module):
     imported = graph().find_modules_directly_imported_by(module)
     foreign = sorted(i for i in imported
-                     if (internal(i) and not i.startswith(CONSUMER))
-                     or (not internal(i) and i.split(".")[0] in {"django", "rest_framework"}))
-    external = {i.split(".")[0] for i in imported if not internal(i)}
+                     if internal(i) or i.split(".")[0] in {"django", "rest_framework"})
+    external = {i.split(".")[0] for i in imported} - {CONSUMER}
     assert foreign == []
     assert external <= CONSUMER_MAY_USE | STDLIB
+
+
+def test_the_consumer_distribution_requires_exactly_what_its_modules_import():
+    """consumer/pyproject.toml's dependencies are the packages the tools import: installing
+    feedpub-consumer brings nothing more (no Django), and nothing it needs is missing."""
+    imported = {i.split(".")[0] for m in consumer_modules()
+                for i in graph().find_modules_directly_imported_by(m)} - {CONSUMER} - STDLIB
+    declared = tomllib.loads(CONSUMER_PYPROJECT.read_text())["project"]["dependencies"]
+    assert {re.split(r"[\[=<>!~;\s]", line, maxsplit=1)[0].replace("-", "_")
+            for line in declared} == imported == CONSUMER_MAY_USE
 
