@@ -16,5 +16,6 @@ The harvester and checker are not here: they are the feedpub-consumer distributi
 (consumer/feedpub_consumer/), which imports nothing of Django or of this app; the
 management commands wrap them and draw their progress bars with its `progress`.
 
-tests/test_layers.py holds the code to these rules.
+import-linter's contracts in pyproject.toml hold the code to these rules (`lint-imports`;
+tests/test_layers.py runs it).
 """

@@ -14,8 +14,8 @@ from rest_framework import serializers
 
 from archives import validation
 from archives.db import schemas
-from archives.documents.atom import schema_url
 from archives.documents.records import record_json
+from archives.documents.urls import schema_url
 from archives.log import publishing
 from archives.log.publishing import MAX_BATCH_OPERATIONS
 from archives.models import Feed, Record
