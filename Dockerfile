@@ -13,13 +13,21 @@ ENV DEBUG=false
 
 WORKDIR /app
 
-# Dependencies first, so a code change does not reinstall them: pyproject.toml's, with every
-# package they pull in pinned by deploy/constraints.txt.
+# Dependencies first, so a code change does not reinstall them: the consumer's
+# (consumer/pyproject.toml) and the server's (pyproject.toml), with every package they pull
+# in pinned by deploy/constraints.txt. The server's requirement of feedpub-consumer itself is
+# left out here: that distribution is not on an index but in consumer/, installed next.
 COPY pyproject.toml ./
+COPY consumer/pyproject.toml consumer/pyproject.toml
 COPY deploy/constraints.txt deploy/constraints.txt
-RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" > /tmp/requirements.txt \
+RUN python -c "import tomllib; print('\n'.join(d for f in ('consumer/pyproject.toml', 'pyproject.toml') for d in tomllib.load(open(f, 'rb'))['project']['dependencies'] if not d.startswith('feedpub-consumer')))" > /tmp/requirements.txt \
     && pip install -r /tmp/requirements.txt -c deploy/constraints.txt \
     && rm /tmp/requirements.txt
+
+# The consumer tools (feedpub-harvest, feedpub-checkfeed, and the code `manage.py harvest`,
+# `checkfeed` and every progress bar use), whose requirements are already met (pip check).
+COPY consumer consumer
+RUN pip install --no-deps ./consumer && pip check
 
 # What the processes run, and nothing else: no tests, benchmarks, documentation or CI
 # (.dockerignore keeps them out of the build context too; tests/test_deploy.py checks both).

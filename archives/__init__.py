@@ -11,7 +11,10 @@ Packages by concern, lowest layer first; a module imports only from its own laye
 - push: WebSub (the hub and its worker)
 - serving: views, negotiation, long polling; oai: OAI-PMH 2.0 from the same log
 - api, admin, management, urls: the doors producers and operators use
-- consumer: the harvester and checker; imports nothing of Django or of the rest of this app
+
+The harvester and checker are not here: they are the feedpub-consumer distribution
+(consumer/feedpub_consumer/), which imports nothing of Django or of this app; the
+management commands wrap them and draw their progress bars with its `progress`.
 
 import-linter's contracts in pyproject.toml hold the code to these rules (`lint-imports`;
 tests/test_layers.py runs it).

@@ -60,7 +60,7 @@ def test_the_links_example_gives_an_entry_one_alternate_of_each_type(client, fee
                                                                       atom_validators):
     """The example beside the Links box, as a record: its entry must not carry two
     alternate links of one type (RFC 4287 4.1.2) beside those feedpub adds."""
-    from archives.consumer.atom import repeated_alternates
+    from feedpub_consumer.atom import repeated_alternates
 
     publishing.put_record(feed=feed, key="k1", data={"title": "Pride and Prejudice",
                                                      "links": validation.LINKS_EXAMPLE})

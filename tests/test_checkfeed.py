@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 from django.core.management import call_command
-
-from archives.consumer.check import CheckFailed, content_hash, save_state
-from archives.consumer.checking import check_feed
-from archives.consumer.http import Limits
+from feedpub_consumer.check import CheckFailed, content_hash, save_state
+from feedpub_consumer.checking import check_feed
+from feedpub_consumer.http import Limits
 
 from .broken_feeds import IMMUTABLE, Document, FeedServer, LinkedFeed, at, entry, feed_document
 from .feeds_live import make_live_feed, random_history

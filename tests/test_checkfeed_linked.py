@@ -8,9 +8,9 @@ import random
 
 import pytest
 from django.core.management import call_command
+from feedpub_consumer.check import CheckFailed
+from feedpub_consumer.checking import check_feed
 
-from archives.consumer.check import CheckFailed
-from archives.consumer.checking import check_feed
 from archives.models import Feed
 from archives.storage.snapshots import take_snapshot
 

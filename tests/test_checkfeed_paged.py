@@ -1,5 +1,5 @@
 """checkfeed on complete and paged feeds: clean on our own server, and hand-made broken ones
-caught by their rules (archives/consumer/checkpaged.py)."""
+caught by their rules (consumer/feedpub_consumer/checkpaged.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ import random
 
 import pytest
 from django.core.management import call_command
-
-from archives.consumer.checking import check_feed
+from feedpub_consumer.checking import check_feed
 
 from .broken_feeds import IMMUTABLE, Document, FeedServer, at, entry, feed_document
 from .feeds_live import make_live_feed, random_history

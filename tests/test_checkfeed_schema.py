@@ -12,11 +12,11 @@ from xml.sax.saxutils import escape
 
 import pytest
 from django.core.management import call_command
+from feedpub_consumer import recordschemas
+from feedpub_consumer.check import CheckFailed
+from feedpub_consumer.checking import check_feed
+from feedpub_consumer.http import Limits
 
-from archives.consumer import recordschemas
-from archives.consumer.check import CheckFailed
-from archives.consumer.checking import check_feed
-from archives.consumer.http import Limits
 from archives.log import publishing
 from archives.log.sealing import seal_feed
 from archives.models import Entry, Record

@@ -12,9 +12,9 @@ import podcastparser
 import pytest
 from django.conf import settings
 from django.utils.http import http_date
+from feedpub_consumer.http import parse_links
 from lxml import etree
 
-from archives.consumer.http import parse_links
 from archives.documents import atom, base
 from archives.documents.feeds import CompleteDocument
 from archives.log import publishing

@@ -13,15 +13,14 @@ import time
 
 import pytest
 from django.core.management import call_command
+from feedpub_consumer import harvest as harvester
+from feedpub_consumer import state as state_file
+from feedpub_consumer.atom import parse_document
+from feedpub_consumer.harvest import HarvestFailed
+from feedpub_consumer.harvesting import harvest
+from feedpub_consumer.http import FetchError, HttpClient, Limits
+from feedpub_consumer.state import HarvestState, StateError
 from lxml import etree
-
-from archives.consumer import harvest as harvester
-from archives.consumer import state as state_file
-from archives.consumer.atom import parse_document
-from archives.consumer.harvest import HarvestFailed
-from archives.consumer.harvesting import harvest
-from archives.consumer.http import FetchError, HttpClient, Limits
-from archives.consumer.state import HarvestState, StateError
 
 from .broken_feeds import Document, FeedServer, LinkedFeed, at, entry, feed_document
 from .feeds_live import database_view, make_live_feed, random_history

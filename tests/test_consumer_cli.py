@@ -17,7 +17,7 @@ from archives.models import Record
 
 BIN = Path(sys.executable).parent
 CONSUMER_MODULES = sorted(path.stem for path in
-                          (Path(__file__).parents[1] / "archives" / "consumer").glob("*.py")
+                          (Path(__file__).parents[1] / "consumer" / "feedpub_consumer").glob("*.py")
                           if path.stem != "__init__")
 
 
@@ -42,7 +42,7 @@ def test_each_console_script_explains_itself_without_django(script, tmp_path):
 def test_the_consumer_modules_load_nothing_of_django_or_the_server(tmp_path):
     script = ("import sys\n"
               f"for name in {CONSUMER_MODULES!r}:\n"
-              "    __import__('archives.consumer.' + name)\n"
+              "    __import__('feedpub_consumer.' + name)\n"
               "print('\\n'.join(sorted(sys.modules)))\n")
     env = {name: value for name, value in os.environ.items()
            if name != "DJANGO_SETTINGS_MODULE"}
@@ -50,10 +50,9 @@ def test_the_consumer_modules_load_nothing_of_django_or_the_server(tmp_path):
         [sys.executable, "-c", script], cwd=tmp_path, env=env,
         capture_output=True, text=True, timeout=60, check=True)
     loaded = answer.stdout.split()
-    assert "archives.consumer.cli" in loaded
+    assert "feedpub_consumer.cli" in loaded
     assert [name for name in loaded if name.split(".")[0] in ("django", "rest_framework")] == []
-    assert [name for name in loaded if name.startswith("archives.")
-            and not name.startswith("archives.consumer")] == []
+    assert [name for name in loaded if name.split(".")[0] in ("archives", "feedpub")] == []
 
 
 @pytest.fixture

@@ -12,13 +12,13 @@ from urllib.parse import urlsplit
 import pytest
 from django.conf import settings
 from django.core.management import call_command
+from feedpub_consumer.harvest import HarvestFailed
+from feedpub_consumer.harvesting import harvest
+from feedpub_consumer.http import HttpClient
+from feedpub_consumer.linked import merge_patch, parse_entities
+from feedpub_consumer.linkedharvest import FROM_PAGE_1, FROM_SNAPSHOT
+from feedpub_consumer.state import StateError
 
-from archives.consumer.harvest import HarvestFailed
-from archives.consumer.harvesting import harvest
-from archives.consumer.http import HttpClient
-from archives.consumer.linked import merge_patch, parse_entities
-from archives.consumer.linkedharvest import FROM_PAGE_1, FROM_SNAPSHOT
-from archives.consumer.state import StateError
 from archives.models import Feed, Record, Snapshot
 from archives.storage.snapshots import NothingToSnapshot, take_snapshot
 
@@ -218,7 +218,7 @@ def test_a_text_body_is_kept_as_text(server):
     assert record == {"id": "http://x/a", "updated": "2023-11-27T03:10:00.000000Z",
                       "content_id": "<1-A@x>", "source": server.url("/p"),
                       "content_type": "text/plain", "text": "hello",
-                      # the shared fields (archives/consumer/records.py): none in a text body
+                      # the shared fields (feedpub_consumer.records): none in a text body
                       "key": None, "atom_id": None, "title": "", "summary": "",
                       "metadata": None, "links": [], "alternate": "http://x/a"}
 
@@ -497,9 +497,9 @@ def test_the_harvest_command_starts_from_a_named_snapshot(server, tmp_path):
 
 def test_every_format_writes_one_record_shape(live_feed):
     """Atom and linked pages of one feed: the same fields in every record
-    (archives/consumer/records.py), the same atom_id, title, summary and links; key and metadata
+    (feedpub_consumer.records), the same atom_id, title, summary and links; key and metadata
     wherever the format carries them (linked pages: the record's JSON; Atom: none)."""
-    from archives.consumer.records import SHARED
+    from feedpub_consumer.records import SHARED
 
     feed, atom_url, entry = live_feed
     random_history(feed, random.Random(7), 20, [f"k{n}" for n in range(6)])

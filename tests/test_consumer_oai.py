@@ -14,14 +14,13 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from feedpub_consumer.cli import harvest_main
+from feedpub_consumer.harvest import HarvestFailed
+from feedpub_consumer.harvesting import harvest
+from feedpub_consumer.http import HttpClient, Limits
+from feedpub_consumer.state import StateError
 from lxml.etree import SubElement
 from oaipmh_scythe import Scythe
-
-from archives.consumer.cli import harvest_main
-from archives.consumer.harvest import HarvestFailed
-from archives.consumer.harvesting import harvest
-from archives.consumer.http import HttpClient, Limits
-from archives.consumer.state import StateError
 
 with warnings.catch_warnings():  # pyoai imports cgi, deprecated since Python 3.11
     warnings.simplefilter("ignore", DeprecationWarning)

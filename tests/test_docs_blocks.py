@@ -180,7 +180,7 @@ def reader_directory(directory: Path) -> None:
                        ("feedpub-checkfeed", "checkfeed_main")):
         (bin_dir / name).write_text(
             f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -c 'import sys; from "
-            f"archives.consumer.cli import {main}; sys.exit({main}(sys.argv[1:]))' \"$@\"\n")
+            f"feedpub_consumer.cli import {main}; sys.exit({main}(sys.argv[1:]))' \"$@\"\n")
     for path in bin_dir.iterdir():
         path.chmod(0o755)
 

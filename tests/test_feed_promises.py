@@ -14,12 +14,12 @@ from django.core.management import CommandError, call_command
 from django.db import IntegrityError, connection, transaction
 from django.db.migrations.executor import MigrationExecutor
 from django.db.migrations.loader import MigrationLoader
+from feedpub_consumer.harvesting import harvest
+from feedpub_consumer.linkedharvest import FROM_SNAPSHOT
 from lxml import html
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from archives.consumer.harvesting import harvest
-from archives.consumer.linkedharvest import FROM_SNAPSHOT
 from archives.log import publishing
 from archives.models import Feed, Record, Snapshot
 from archives.storage.snapshots import take_snapshot

@@ -1,5 +1,6 @@
 """The shape of the house (archives/__init__.py): layers that only import downwards, no
-import cycle, and consumer tools that import nothing of Django or the server.
+import cycle, and consumer tools (the distribution feedpub-consumer, consumer/) that import
+nothing of Django or the server and declare exactly what else they import.
 
 The rules are import-linter contracts in pyproject.toml ([tool.importlinter]), checked by
 `lint-imports` as a developer runs it; here the suite runs it too, and shows that each
@@ -17,17 +18,26 @@ import sys
 import tomllib
 from pathlib import Path
 
+import grimp  # import-linter's graph
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# The consumer tools' package, in consumer/ (a distribution of its own), and what it may
+# import besides itself and the standard library: lxml, a caller's tqdm progress bar, and
+# jsonschema_rs for record schemas (as the server).
+CONSUMER = "feedpub_consumer"
+CONSUMER_MAY_USE = {"lxml", "tqdm", "jsonschema_rs"}
+STDLIB = set(sys.stdlib_module_names) | {"__future__"}
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 
 
 def lint_imports(root: Path) -> subprocess.CompletedProcess:
-    """`lint-imports` run in the checkout `root` on its own packages (not an installed copy)."""
+    """`lint-imports` run in the checkout `root` on its own packages (not an installed copy):
+    the server's, and the consumer tools' in `root`/consumer."""
     return subprocess.run(  # noqa: S603 (our own tool, on our own tree)
         [LINT_IMPORTS, "--no-cache", "--no-logo"], cwd=root, capture_output=True, text=True,
-        env={**os.environ, "PYTHONPATH": str(root)}, timeout=120, check=False)
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(root / "consumer")])},
+        timeout=120, check=False)
 
 
 def contracts() -> list[dict]:
@@ -43,7 +53,7 @@ def test_the_house_keeps_every_import_contract():
 
 @pytest.fixture
 def copy_of_the_house(tmp_path: Path) -> Path:
-    for package in ("archives", "feedpub"):
+    for package in ("archives", "feedpub", f"consumer/{CONSUMER}"):
         shutil.copytree(ROOT / package, tmp_path / package,
                         ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path)
@@ -64,9 +74,14 @@ VIOLATIONS = {
     "the app importing the project's settings": (
         "archives/formats.py", "import feedpub.settings", "project-on-top"),
     "a consumer tool importing Django": (
-        "archives/consumer/http.py", "from django.conf import settings", "consumer"),
+        "consumer/feedpub_consumer/http.py", "from django.conf import settings", "consumer"),
     "a consumer tool importing a server dependency": (
-        "archives/consumer/check.py", "import redis", "consumer"),
+        "consumer/feedpub_consumer/check.py", "import redis", "consumer"),
+    "a consumer tool importing the server": (
+        "consumer/feedpub_consumer/cli.py", "import archives.formats", "consumer"),
+    "a lazy import back from a format checker to the checker's dispatch": (
+        "consumer/feedpub_consumer/checkrss.py",
+        "def _lazy():\n    from feedpub_consumer import checking", "no-cycles"),
 }
 
 
@@ -86,7 +101,7 @@ def test_the_consumer_contract_forbids_every_server_dependency_the_tools_do_not_
     """What the consumer tools may import besides themselves and the standard library:
     lxml, a caller's tqdm progress bar, and jsonschema_rs for record schemas. Every other
     package the server requires is in the contract's forbidden list."""
-    may_use = {"lxml", "tqdm", "jsonschema_rs"}
+    may_use = CONSUMER_MAY_USE
     requirements = {re.split(r"[\[=<>; ]", requirement)[0].lower().replace("_", "-")
                     for requirement in importlib.metadata.requires("feedpub")
                     if "extra ==" not in requirement}
@@ -95,4 +110,18 @@ def test_the_consumer_contract_forbids_every_server_dependency_the_tools_do_not_
                    if any(d.lower().replace("_", "-") in requirements for d in distributions)
                    and not name.startswith("_") and name.isidentifier()}
     consumer = next(c for c in contracts() if c["id"] == "consumer")
-    assert imported_as - may_use - {"archives", "feedpub"} <= set(consumer["forbidden_modules"])
+    assert (imported_as - may_use - {"archives", "feedpub", CONSUMER}
+            <= set(consumer["forbidden_modules"]))
+    assert consumer["source_modules"] == [CONSUMER]
+
+
+def test_the_consumer_distribution_requires_exactly_what_its_modules_import():
+    """consumer/pyproject.toml's dependencies are the packages the tools import: installing
+    feedpub-consumer brings nothing more (no Django), and nothing it needs is missing."""
+    graph = grimp.build_graph(CONSUMER, include_external_packages=True, cache_dir=None)
+    imported = {i.split(".")[0] for m in graph.modules if m.split(".")[0] == CONSUMER
+                for i in graph.find_modules_directly_imported_by(m)} - {CONSUMER} - STDLIB
+    with open(ROOT / "consumer" / "pyproject.toml", "rb") as file:
+        declared = tomllib.load(file)["project"]["dependencies"]
+    assert {re.split(r"[\[=<>!~;\s]", line, maxsplit=1)[0].replace("-", "_")
+            for line in declared} == imported == CONSUMER_MAY_USE

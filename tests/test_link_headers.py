@@ -9,9 +9,9 @@ import gzip
 from collections import Counter
 from urllib.parse import quote, urljoin
 
+from feedpub_consumer.http import parse_links
 from lxml import etree
 
-from archives.consumer.http import parse_links
 from archives.documents import atom
 from archives.log import publishing
 from archives.log.sealing import seal_feed

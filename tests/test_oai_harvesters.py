@@ -15,6 +15,7 @@ import oaipmh.metadata
 import pytest
 from django.db import connection
 from django.utils import timezone
+from feedpub_consumer.harvesting import harvest
 from lxml import etree
 from oaipmh.client import Client
 from oaipmh.metadata import MetadataRegistry, oai_dc_reader
@@ -22,7 +23,6 @@ from oaipmh_scythe import Scythe
 from oaipmh_scythe.exceptions import NoRecordsMatch
 from oaipmh_scythe.response import OAIResponse
 
-from archives.consumer.harvesting import harvest
 from archives.log import publishing
 from archives.models import Feed, Record
 from archives.oai import repository

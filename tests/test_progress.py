@@ -13,8 +13,8 @@ import feedparser
 import pytest
 from django.core.management import CommandError, call_command
 from django.core.management.base import OutputWrapper
+from feedpub_consumer.progress import counted, progress_bar
 
-from archives.consumer.progress import counted, progress_bar
 from archives.log import publishing
 from archives.models import Feed
 

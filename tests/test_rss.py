@@ -15,9 +15,9 @@ import pytest
 from django.core.management import call_command
 from django.db.models import F
 from django.utils.http import http_date
+from feedpub_consumer.checking import check_feed
 from lxml import etree
 
-from archives.consumer.checking import check_feed
 from archives.documents import atom, rss, urls
 from archives.documents.base import final_pages
 from archives.log import publishing, sealing

@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from feedpub_consumer.http import parse_links
 from lxml import etree, html
 
-from archives.consumer.http import parse_links
 from archives.log import publishing
 from archives.log.sealing import seal_feed
 from archives.models import Feed

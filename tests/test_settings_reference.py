@@ -20,13 +20,14 @@ REFERENCE = ROOT / "docs" / "deploying" / "settings.md"
 README = ROOT / "README.md"
 
 # The Quick start, byte for byte: the README's first two fenced commands.
+# Each installs the consumer tools (consumer/) beside the server, which requires them.
 SERVE_THE_DEMO = (
-    "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/python manage.py migrate"
-    " && .venv/bin/python manage.py demo_feed && .venv/bin/python manage.py runserver"
-    " 127.0.0.1:8000"
+    "python3 -m venv .venv && .venv/bin/pip install -e ./consumer -e . && .venv/bin/python"
+    " manage.py migrate && .venv/bin/python manage.py demo_feed && .venv/bin/python manage.py"
+    " runserver 127.0.0.1:8000"
 )
 RUN_THE_TESTS = (
-    "python3 -m venv .venv && .venv/bin/pip install -e '.[test]' && .venv/bin/pytest"
+    "python3 -m venv .venv && .venv/bin/pip install -e ./consumer -e '.[test]' && .venv/bin/pytest"
 )
 README_MAX_BYTES = 15_000
 

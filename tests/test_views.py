@@ -11,9 +11,9 @@ from django.core.signals import request_finished, request_started
 from django.db import close_old_connections, connection
 from django.test import Client, RequestFactory
 from django.test.utils import CaptureQueriesContext
+from feedpub_consumer.http import parse_links
 from lxml import etree
 
-from archives.consumer.http import parse_links
 from archives.documents import atom, urls
 from archives.log import publishing
 from archives.log.sealing import seal_feed

@@ -16,9 +16,9 @@ from django.core.cache import cache
 from django.core.management import call_command
 from django.db import connection, connections, transaction
 from django.utils import timezone
+from feedpub_consumer.http import parse_links
 from lxml import etree
 
-from archives.consumer.http import parse_links
 from archives.log import publishing
 from archives.models import Feed, Subscription
 from archives.push import hub

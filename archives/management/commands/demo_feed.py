@@ -11,8 +11,8 @@ from datetime import date, datetime, timedelta
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
+from feedpub_consumer.progress import add_progress_argument, counted, progress_bar
 
-from archives.consumer.progress import add_progress_argument, counted, progress_bar
 from archives.log import publishing
 from archives.log.sealing import seal_feed
 from archives.models import Feed, validate_language

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
-
-from archives.consumer.progress import (
+from feedpub_consumer.progress import (
     add_progress_argument,
     counted,
     progress_bar,
     write_around,
 )
+
 from archives.models import Feed
 from archives.storage import export
 

@@ -1,14 +1,13 @@
 """Harvest an RFC 5005 archived feed, a linked-pages feed or an OAI-PMH repository (any
 server) into its live records: `feedpub-harvest` as a management command
-(archives/consumer/cli.py)."""
+(consumer/feedpub_consumer/cli.py)."""
 
 from __future__ import annotations
 
 import sys
 
 from django.core.management.base import BaseCommand
-
-from archives.consumer import cli
+from feedpub_consumer import cli
 
 
 class Command(BaseCommand):

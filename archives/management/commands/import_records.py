@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 
 from django.core.management.base import BaseCommand, CommandError
+from feedpub_consumer.progress import add_progress_argument, counted, progress_bar
 
-from archives.consumer.progress import add_progress_argument, counted, progress_bar
 from archives.log.publishing import MAX_BATCH_OPERATIONS
 from archives.management import importing
 from archives.models import Feed

@@ -8,9 +8,9 @@ import time
 from django.core.management.base import BaseCommand, CommandError
 from django.db import InterfaceError, OperationalError, close_old_connections
 from django.utils import timezone
+from feedpub_consumer.progress import add_progress_argument, progress_bar, write_around
 from tqdm import tqdm
 
-from archives.consumer.progress import add_progress_argument, progress_bar, write_around
 from archives.log.sealing import SealedPage, seal_all, seal_feed
 from archives.management.stopping import GracefulStop
 from archives.models import Feed, Heartbeat

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
+from feedpub_consumer.progress import add_progress_argument, progress_bar
 
-from archives.consumer.progress import add_progress_argument, progress_bar
 from archives.models import Feed
 from archives.storage.snapshots import NothingToSnapshot, take_snapshot
 

@@ -1,5 +1,5 @@
 """Conformance checks for RFC 5005's complete feeds (section 2) and paged feeds (section 3),
-usable against any server. archives/consumer/check.py hands a document over here when it is one
+usable against any server. feedpub_consumer/check.py hands a document over here when it is one
 (`checker_for`): it carries fh:complete, or paged links (first, last, next, previous) and no
 archive links. Each document gets the archived-feed checker's own checks (RELAX NG and
 Schematron, Atom-PMH entries, HTTP), and:

@@ -1,6 +1,6 @@
 """A harvesting client for OAI-PMH 2.0 repositories, usable against any server.
 
-`harvest` (archives/consumer/harvesting.py) hands a base URL here when told `--format
+`harvest` (consumer/feedpub_consumer/harvesting.py) hands a base URL here when told `--format
 oai-pmh`, when the state file is an OAI-PMH one, when the URL carries a `verb=` argument,
 or when the first answer is an OAI-PMH document (root `{http://www.openarchives.org/OAI/
 2.0/}OAI-PMH`: a base URL asked without a verb answers with a `badVerb` error in one).

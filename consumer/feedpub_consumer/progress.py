@@ -20,7 +20,7 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 
 class Lines(Protocol):
     """Where a command prints lines: Django's OutputWrapper, or the consumer tools' own
-    (archives/consumer/cli.py); `_out` is the stream beneath, which a bar writes to."""
+    (consumer/feedpub_consumer/cli.py); `_out` is the stream beneath, which a bar writes to."""
 
     _out: TextIO
 

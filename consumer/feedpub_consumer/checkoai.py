@@ -1,5 +1,5 @@
 """checkfeed for OAI-PMH 2.0 repositories, usable against any server: it reads a repository
-as the harvester does (archives/consumer/oai.py: `Identify`, `ListMetadataFormats`, then
+as the harvester does (consumer/feedpub_consumer/oai.py: `Identify`, `ListMetadataFormats`, then
 `ListRecords` along its resumptionTokens), reports what stops a harvester, and checks each
 record of feedpub's `feedpub` format that names its schema against it. It is no validator
 of the protocol's every rule (an answer is not checked against the OAI-PMH XML Schema):
@@ -9,7 +9,7 @@ of the protocol's every rule (an answer is not checked against the OAI-PMH XML S
   ListRecords excepted: the list is empty).
 - `oai.record`: a record without a header identifier, or whose feedpub metadata is not JSON.
 - `oai.resumption`: a resumptionToken that comes twice (the list loops).
-- `schema.*` (archives/consumer/recordschemas.py): a `feedpub` record whose `<schema>` names
+- `schema.*` (consumer/feedpub_consumer/recordschemas.py): a `feedpub` record whose `<schema>` names
   the version of its feed's record schema must match it.
 """
 

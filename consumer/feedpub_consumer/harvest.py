@@ -17,8 +17,8 @@ document size, http(s) only) and never fails silently: a page it cannot read is 
 the result says the reconstruction is incomplete, and the next run tries that page again.
 
 Nothing here depends on feedpub's own URL layout or models: it is a plain HTTP client.
-`harvest` (archives/consumer/harvesting.py) also reads the linked-pages format
-(archives/consumer/linkedharvest.py, built on this module), told apart by its multipart
+`harvest` (consumer/feedpub_consumer/harvesting.py) also reads the linked-pages format
+(consumer/feedpub_consumer/linkedharvest.py, built on this module), told apart by its multipart
 Content-Type.
 """
 

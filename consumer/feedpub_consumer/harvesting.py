@@ -29,8 +29,8 @@ def harvest(url: str, *, state_path: str | os.PathLike | None = None,
     """Harvest the feed at `url`, updating the state file if one is given.
 
     `url` is an Atom subscription document, a linked-pages entry point (see
-    archives/consumer/linkedharvest.py, which also explains `snapshot` and `start`) or an
-    OAI-PMH base URL (archives/consumer/oai.py: `metadata_prefix`, `set_spec`); for Atom,
+    consumer/feedpub_consumer/linkedharvest.py, which also explains `snapshot` and `start`) or an
+    OAI-PMH base URL (consumer/feedpub_consumer/oai.py: `metadata_prefix`, `set_spec`); for Atom,
     `fetch_records` fetches each changed live record's JSON at its alternate link (for
     the key and metadata an entry does not carry; None: for Atom, yes, as the command
     lines do by default, and no for the formats that carry their records). The format is

@@ -22,7 +22,7 @@ every `next` (pages reachable either way are published), and reports each rule b
   prev link.
 - `http.head` (HEAD and GET agree), `http.revalidation` (If-None-Match answers 304),
   `http.immutable` (Cache-Control immutable only on a page with a next link).
-- `schema.*` (archives/consumer/recordschemas.py): a PUT entity whose body, a record in
+- `schema.*` (consumer/feedpub_consumer/recordschemas.py): a PUT entity whose body, a record in
   feedpub's JSON shape, names its schema (`"schema": URL`) must match it.
 """
 

@@ -1,17 +1,17 @@
 """A conformance checker for archived feeds: RFC 5005, Atom-PMH, RFC 4287 and HTTP.
 
-The Atom `Checker` (archives/consumer/checking.py's `check_feed(url)` picks the checker
+The Atom `Checker` (consumer/feedpub_consumer/checking.py's `check_feed(url)` picks the checker
 for a feed's format) walks a feed from its subscription document back along `prev-archive`,
 and forward along every `next-archive` it meets, and returns one Problem per violation,
 each naming the URL it concerns. With a state file it also remembers a hash of every
 archive page, so a later run can tell when a published page changed other than by gaining
 its `next-archive` link. Like the harvester it works against any server. A linked-pages
-feed (told by its multipart Content-Type) is checked by archives/consumer/checklinked.py;
-an RSS 2.0 archived feed (application/rss+xml) by archives/consumer/checkrss.py, the same
-walk; complete and paged feeds by archives/consumer/checkpaged.py; an OAI-PMH repository by
-archives/consumer/checkoai.py. Each builds on this one.
+feed (told by its multipart Content-Type) is checked by consumer/feedpub_consumer/checklinked.py;
+an RSS 2.0 archived feed (application/rss+xml) by consumer/feedpub_consumer/checkrss.py, the same
+walk; complete and paged feeds by consumer/feedpub_consumer/checkpaged.py; an OAI-PMH repository by
+consumer/feedpub_consumer/checkoai.py. Each builds on this one.
 
-Record schemas (archives/consumer/recordschemas.py, `schema.*`): a document's
+Record schemas (consumer/feedpub_consumer/recordschemas.py, `schema.*`): a document's
 `describedby` link of type application/schema+json must lead to a JSON Schema, and with
 `fetch_records` every live record's JSON, read at its alternate link, must match the schema
 it names.
@@ -58,7 +58,7 @@ NAVIGATION_RELS = ("self", "current", "prev-archive", "next-archive")
 ATOM_MEDIA_TYPE = "application/atom+xml"
 STATE_VERSION = 1
 MAX_SCHEMA_ERRORS = 5  # per document: one broken template can produce thousands
-RSS = "rss"  # RSS 2.0 archived feeds (RFC 5005 Appendix B): archives/consumer/checkrss.py
+RSS = "rss"  # RSS 2.0 archived feeds (RFC 5005 Appendix B): consumer/feedpub_consumer/checkrss.py
 
 
 def is_rss(response: Response) -> bool:
@@ -205,7 +205,7 @@ class HttpChecks:
 
 
 class Checker(HttpChecks):
-    # The format it reads (archives/consumer/checkrss.py reads RSS 2.0 with the same walk).
+    # The format it reads (consumer/feedpub_consumer/checkrss.py reads RSS 2.0 with the same walk).
     format = ATOM
     media_type = ATOM_MEDIA_TYPE
 

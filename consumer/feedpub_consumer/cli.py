@@ -219,7 +219,7 @@ def run_checkfeed(options: dict[str, Any], *, stdout: Lines, stderr: Lines) -> i
     return 0 if result.complete else 2
 
 
-# Console scripts (pyproject.toml [project.scripts]) ---------------------------------------
+# Console scripts (consumer/pyproject.toml [project.scripts]) ------------------------------
 
 def _main(prog: str, description: str, arguments, run, argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(prog=prog, description=description)
