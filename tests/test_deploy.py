@@ -732,21 +732,52 @@ def requirement_name(line: str) -> str:
     return re.split(r"[\[=<>!~;\s]", line, maxsplit=1)[0].lower().replace("_", "-")
 
 
-def test_the_image_pins_every_package_it_installs():
+def constraint_pins() -> dict[str, str]:
+    """deploy/constraints.txt: package name (normalised) -> its pinned version."""
+    return dict(line.lower().replace("_", "-").split("==") for line in
+                (ROOT / "deploy" / "constraints.txt").read_text().splitlines()
+                if line and not line.startswith("#"))
+
+
+def direct_dependencies() -> list[str]:
     import tomllib
+
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+
+
+def test_the_package_asks_for_ranges_and_only_the_image_pins():
+    from packaging.requirements import Requirement
+
+    for line in direct_dependencies():
+        requirement = Requirement(line)
+        operators = {spec.operator for spec in requirement.specifier}
+        # A lower bound (the oldest release series CI tests) and an upper one (the next
+        # release not tested).
+        assert ">=" in operators, f"{line}: no lower bound"
+        assert "<" in operators, f"{line}: no upper bound"
+        assert not operators & {"==", "===", "~="}, f"{line}: pinned in pyproject.toml"
+
+
+def test_every_pin_of_the_image_is_inside_the_supported_range():
+    from packaging.requirements import Requirement
+
+    pins = constraint_pins()
+    for line in direct_dependencies():
+        requirement = Requirement(line)
+        pin = pins[requirement.name.lower()]
+        assert requirement.specifier.contains(pin), \
+            f"deploy/constraints.txt pins {requirement.name}=={pin}, outside {line!r}"
+
+
+def test_the_image_pins_every_package_it_installs():
     from importlib.metadata import requires
 
     from packaging.requirements import Requirement
 
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert "-c deploy/constraints.txt" in dockerfile
-    pins = dict(line.lower().replace("_", "-").split("==") for line in
-                (ROOT / "deploy" / "constraints.txt").read_text().splitlines()
-                if line and not line.startswith("#"))
-    direct = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    for line in direct:  # the same versions as pyproject.toml
-        requirement = Requirement(line)
-        assert pins[requirement.name.lower()] == str(requirement.specifier).lstrip("=")
+    pins = constraint_pins()
+    direct = direct_dependencies()
     # ...and everything they pull in here, with their extras (psycopg[binary], ...).
     seen, todo = set(), [Requirement(line) for line in direct]
     while todo:
