@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime, timedelta, timezone
+from unittest import mock
 
 import django
 import pytest
@@ -105,6 +106,30 @@ def test_model_backend_answers_from_the_permissions_cached_on_a_user(db):
     assert answers == [True, True, False], changed
     assert everything == {"archives.add_record", "archives.add_feed"}, changed
     assert len(queries) == 0, changed
+
+
+def test_a_connection_that_had_an_error_is_asked_whether_it_still_works(db):
+    from django.db import DatabaseError, transaction
+
+    changed = f"{DJANGO}: a connection's error flag or is_usable() changed (connection_lost)"
+    connection.ensure_connection()
+    assert not connection.errors_occurred, changed
+    with mock.patch.object(connection, "is_usable", return_value=False) as is_usable:
+        assert not django_internals.connection_lost(connection, check=False), changed
+        assert is_usable.call_count == 0  # no error: not even a round trip
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute("SELECT * FROM no_such_table")
+        except DatabaseError:
+            pass
+        try:
+            assert connection.errors_occurred, changed  # Django flags the error...
+            # ...and the connection is asked, and found lost when it fails.
+            assert django_internals.connection_lost(connection, check=False), changed
+            assert is_usable.call_count == 1, changed
+        finally:
+            connection.errors_occurred = False
+    assert not django_internals.connection_lost(connection, check=True), changed
 
 
 # psycopg, beneath Django's PostgreSQL backend --------------------------------------------

@@ -1,9 +1,10 @@
 """Every place feedpub reaches past Django's public API, and nowhere else: the ORM's SQL
-compiler, a model instance's private state, and the permission cache ModelBackend keeps on
-a user. Each is here for a measured cost (the docstrings say which), and each is pinned by
-a canary in tests/test_library_internals.py that fails naming Django's version if Django
-changes what it relies on. (`Model._meta`'s get_field, db_table and pk are Django's
-documented Options API, used where they are needed.)
+compiler, a model instance's private state, the permission cache ModelBackend keeps on a
+user, and the flags that say a kept connection had errors. Each is here for a measured
+cost or a failure it prevents (the docstrings say which), and each is pinned by a canary in
+tests/test_library_internals.py that fails naming Django's version if Django changes what
+it relies on. (`Model._meta`'s get_field, db_table and pk are Django's documented Options
+API, used where they are needed.)
 """
 
 from __future__ import annotations
@@ -63,3 +64,12 @@ def cache_permissions(user: Any, permissions: Sequence[str] | set[str]) -> None:
     so that its has_perm() reads no more: archives/api/authentication.py reads them in one
     query instead of ModelBackend's two, two of a single PUT's dozen round trips."""
     setattr(user, PERMISSION_CACHE, set(permissions))
+
+
+def connection_lost(db: BaseDatabaseWrapper, *, check: bool) -> bool:
+    """Whether Django's kept connection `db` is open and no longer works: it had errors
+    (the flag Django's own close_if_unusable_or_obsolete reads) and, asked with a round trip
+    (is_usable), fails; with `check`, asked whether it had errors or not. For
+    feedpub/reconnect.py, which closes lost connections instead of answering 500."""
+    return db.connection is not None and (check or db.errors_occurred) \
+        and not db.is_usable()
