@@ -13,5 +13,6 @@ Packages by concern, lowest layer first; a module imports only from its own laye
 - api, admin, management, urls: the doors producers and operators use
 - consumer: the harvester and checker; imports nothing of Django or of the rest of this app
 
-tests/test_layers.py holds the code to these rules.
+import-linter's contracts in pyproject.toml hold the code to these rules (`lint-imports`;
+tests/test_layers.py runs it).
 """

@@ -29,7 +29,7 @@ from django_jsonform.widgets import JSONFormWidget
 
 from . import jsoninput, validation
 from .db import django_internals, schemas, search
-from .documents import atom
+from .documents import urls
 from .log import publishing, sealing
 from .models import ArchivePage, Entry, Feed, Record
 from .validation import RECORD_FIELDS, clean_feed_text, clean_record
@@ -288,7 +288,7 @@ class SchemaMetadataField(PrettyJSONField):
     path checks, and its messages are shown at the inputs they are about (show_refusal)."""
 
     def __init__(self, feed: Feed, checker: validation.RecordChecker, drawn: dict):
-        url = atom.schema_url(feed.slug, checker.version)
+        url = urls.schema_url(feed.slug, checker.version)
         super().__init__(
             empty=dict, required=False, initial=dict, widget=JSONFormWidget(schema=drawn),
             help_text=format_html(
@@ -400,7 +400,7 @@ class FeedAdmin(ShowsRefusals, admin.ModelAdmin):
 
     @admin.display(description="subscription document")
     def subscription(self, feed: Feed):
-        return _link(atom.subscription_url(feed.slug), "Atom")
+        return _link(urls.subscription_url(feed.slug), "Atom")
 
     @admin.display(description="contents")
     def contents(self, feed: Feed):
@@ -420,10 +420,10 @@ class FeedAdmin(ShowsRefusals, admin.ModelAdmin):
              _changelist(Entry, feed__id__exact=feed.pk, seq__gt=feed.sealed_seq,
                          seq__lte=feed.full_pages * feed.page_size)),
         ]
-        subscription = atom.subscription_url(feed.slug)
+        subscription = urls.subscription_url(feed.slug)
         documents = [("subscription document (Atom)", subscription),
-                     ("its page for people", atom.html_url(subscription)),
-                     ("activity chart", atom.url("archives:activity", feed.slug))]
+                     ("its page for people", urls.html_url(subscription)),
+                     ("activity chart", urls.url("archives:activity", feed.slug))]
         return format_html(
             '<ul class="feed-contents">{}</ul>Documents: {}',
             format_html_join("", '<li><a href="{1}">{0}</a></li>', rows),
@@ -436,7 +436,7 @@ class FeedAdmin(ShowsRefusals, admin.ModelAdmin):
         versions = feed.schema_versions.order_by("-version").values_list("version", "created")
         if not versions:
             return "None: the feed's records are free JSON objects."
-        rows = [(atom.schema_url(feed.slug, version), version, _stamp(created),
+        rows = [(urls.schema_url(feed.slug, version), version, _stamp(created),
                  " (in force)" if version == feed.schema_version else "")
                 for version, created in versions]
         add = f"{reverse('admin:archives_record_add')}?{urlencode({'feed': feed.pk})}"
@@ -448,7 +448,7 @@ class FeedAdmin(ShowsRefusals, admin.ModelAdmin):
 
     @admin.display(description="activity")
     def activity(self, feed: Feed):
-        chart = atom.url("archives:activity", feed.slug)
+        chart = urls.url("archives:activity", feed.slug)
         return format_html('<a href="{}"><img src="{}" alt="Entries per day" width="570" '
                            'height="225"></a>', chart, chart)
 
@@ -533,7 +533,7 @@ class FeedAdmin(ShowsRefusals, admin.ModelAdmin):
         lines = format_html_join(
             "; ", "{}: {}",
             ((slug, format_html_join(", ", '<a href="{}">page {}</a>',
-                                     ((atom.archive_url(slug, page.number), page.number)
+                                     ((urls.archive_url(slug, page.number), page.number)
                                       for page in pages)) if pages else "nothing to seal")
              for slug, pages in sealed.items()))
         total = sum(len(pages) for pages in sealed.values())
@@ -707,14 +707,14 @@ class RecordAdmin(ShowsRefusals, admin.ModelAdmin):
 
     @admin.display(description="record URL")
     def document(self, record: Record):
-        return _link(atom.record_url(record.feed.slug, record.key),
+        return _link(urls.record_url(record.feed.slug, record.key),
                      "gone (410)" if record.is_deleted else "Atom entry")
 
     @admin.display(description="documents")
     def documents(self, record: Record):
-        url = atom.record_url(record.feed.slug, record.key)
+        url = urls.record_url(record.feed.slug, record.key)
         return format_html('{} · {} · feed {}', _link(url, "Atom entry"),
-                           _link(atom.html_url(url), "page for people"),
+                           _link(urls.html_url(url), "page for people"),
                            _link(reverse("admin:archives_feed_change", args=[record.feed_id]),
                                  record.feed.slug))
 
@@ -872,7 +872,7 @@ class EntryAdmin(ReadOnlyAdmin):
 
     @admin.display(description="served in")
     def document(self, entry: Entry):
-        name, url = atom.document_holding(entry.feed, entry.seq)
+        name, url = urls.document_holding(entry.feed, entry.seq)
         return _link(url, name)
 
 
@@ -892,4 +892,4 @@ class ArchivePageAdmin(ReadOnlyAdmin):
 
     @admin.display(description="document")
     def document(self, page: ArchivePage):
-        return _link(atom.archive_url(page.feed.slug, page.number), "Atom")
+        return _link(urls.archive_url(page.feed.slug, page.number), "Atom")

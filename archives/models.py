@@ -487,3 +487,22 @@ class Subscription(models.Model):
     @property
     def is_active(self) -> bool:
         return self.expires_at is not None and self.expires_at > timezone.now()
+
+
+class Heartbeat(models.Model):
+    """When a background process last completed a pass, by its `name` ("sealer": a pass of
+    `seal_archives --watch`): /metrics reads it (feedpub/metrics.py), since those processes
+    run apart from the web's, often in containers of their own."""
+
+    name = models.CharField(max_length=40, unique=True)
+    at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.name} at {self.at:%Y-%m-%d %H:%M:%S}"
+
+    @classmethod
+    def beat(cls, name: str) -> None:
+        """Record that `name` completed a pass now (one statement when the row exists)."""
+        now = timezone.now()
+        if not cls.objects.filter(name=name).update(at=now):
+            cls.objects.get_or_create(name=name, defaults={"at": now})

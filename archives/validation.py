@@ -43,8 +43,20 @@ IANA_RELATIONS = "http://www.iana.org/assignments/relation/"
 
 # RFC 3986 "unreserved": a key is one path segment that needs no escaping anywhere.
 KEY_RE = re.compile(r"[A-Za-z0-9._~-]+")
+# clean_key's rule as one pattern, for the OpenAPI schema: those characters, but neither
+# "." nor ".." (no lookahead: not every tool that reads the schema has it).
+KEY_PATTERN = (r"^([A-Za-z0-9_~-][A-Za-z0-9._~-]*|\.[A-Za-z0-9_~-][A-Za-z0-9._~-]*"
+               r"|\.\.[A-Za-z0-9._~-]+)$")
 # The complement of XML 1.0's Char production (section 2.2); lone surrogates included.
-XML_ILLEGAL_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+# Written with escapes only, so that the OpenAPI schema's patterns (XML_TEXT_PATTERN,
+# NON_BLANK_XML_TEXT_PATTERN) carry it as it is: ECMA-262 regexes read it the same. They
+# leave the surrogates out: a lone one is no Unicode character, so no JSON Schema string
+# (and Rust's regexes, which some validators use, refuse to name them).
+XML_ILLEGAL_CLASS = r"\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff"
+XML_ILLEGAL_RE = re.compile(f"[{XML_ILLEGAL_CLASS}\ud800-\udfff]")
+XML_TEXT_PATTERN = f"^[^{XML_ILLEGAL_CLASS}]*$"
+NON_BLANK_XML_TEXT_PATTERN = (
+    f"^[^{XML_ILLEGAL_CLASS}]*[^{XML_ILLEGAL_CLASS}\\s][^{XML_ILLEGAL_CLASS}]*$")
 # What str.isspace() calls whitespace (re's \s on str patterns is the same test).
 WHITESPACE_RE = re.compile(r"\s")
 # An http(s) URL whose host is plain ASCII letters, digits, dots and dashes (with a port,

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
 from feedpub import envfile
 
@@ -39,3 +42,30 @@ if not control_socket_disable:
     control_socket = os.environ["GUNICORN_CONTROL_SOCKET"]
 # Behind the proxy, trust its X-Forwarded-* headers (the proxy is the only way in).
 forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "*")
+
+# /metrics adds up what every worker counted (feedpub/metrics.py): prometheus-client's
+# multiprocess mode, each worker writing its values to files of PROMETHEUS_MULTIPROC_DIR.
+# Set before the app is imported (the client chooses its mode then); a directory of this
+# server's own unless one is given, emptied as the server starts (an earlier run's files
+# would be added to this one's), and a dead worker's gauges dropped (child_exit).
+_metrics_dir_made = not os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+if _metrics_dir_made:
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="feedpub-metrics-")
+
+
+def on_starting(server):
+    directory = Path(os.environ["PROMETHEUS_MULTIPROC_DIR"])
+    directory.mkdir(parents=True, exist_ok=True)
+    for stale in directory.glob("*.db"):
+        stale.unlink()
+
+
+def child_exit(server, worker):
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)
+
+
+def on_exit(server):
+    if _metrics_dir_made:
+        shutil.rmtree(os.environ["PROMETHEUS_MULTIPROC_DIR"], ignore_errors=True)

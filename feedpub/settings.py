@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import overload
 from urllib.parse import quote, urlsplit
 
 import dj_database_url
@@ -21,6 +22,12 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 # The checkout's .env first, under the environment (feedpub/envfile.py): every process,
 # whatever its terminal, has the same settings, FEEDPUB_BASE_URL above all.
 envfile.load()
+
+
+@overload
+def env(name: str, default: str) -> str: ...
+@overload
+def env(name: str, default: None = None) -> str | None: ...
 
 
 def env(name: str, default: str | None = None) -> str | None:
@@ -77,7 +84,8 @@ ALLOWED_HOSTS = [h for h in (env("ALLOWED_HOSTS", "127.0.0.1,localhost") or "").
 # plain HTTP for container health checks.
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", str(not DEBUG))
-SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+# /metrics too: a Prometheus inside the network scrapes gunicorn over plain http.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
 SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", "0" if DEBUG else "31536000")
 SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("SECURE_HSTS_INCLUDE_SUBDOMAINS", str(not DEBUG))
 SECURE_HSTS_PRELOAD = envbool("SECURE_HSTS_PRELOAD", str(not DEBUG))
@@ -201,6 +209,10 @@ FEEDPUB_LONG_POLL_DB_CONNECTIONS = envint("FEEDPUB_LONG_POLL_DB_CONNECTIONS", "8
 if FEEDPUB_LONG_POLL_DB_CONNECTIONS < 1:
     raise ImproperlyConfigured("FEEDPUB_LONG_POLL_DB_CONNECTIONS must be at least 1")
 
+# /metrics (feedpub/metrics.py): open to loopback and private addresses; others need
+# `Authorization: Bearer <this>` ("" : none may).
+FEEDPUB_METRICS_TOKEN = env("FEEDPUB_METRICS_TOKEN", "") or ""
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",
@@ -217,6 +229,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Counts and times every request by view and status, for /metrics (feedpub/metrics.py).
+    "feedpub.metrics.RequestMetrics",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # A lost database connection: safe requests retried on a new one, else 503, never 500.
@@ -350,7 +364,7 @@ REST_FRAMEWORK = {
         "rest_framework.renderers.JSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",
     ],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "archives.api.schema.AutoSchema",
     "EXCEPTION_HANDLER": "archives.api.exceptions.handle",
     "DEFAULT_THROTTLE_CLASSES": [
         "archives.api.throttling.AnonThrottle",
@@ -377,6 +391,8 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     "PREPROCESSING_HOOKS": ["archives.api.schema.canonical_routes_only"],
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
+                             "archives.api.schema.closed_request_bodies",
+                             "archives.api.schema.blank_in_the_pattern",
                              "archives.api.schema.token_first"],
 }
 

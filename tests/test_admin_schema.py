@@ -11,7 +11,7 @@ from lxml import html
 
 from archives import admin as feedpub_admin
 from archives import validation
-from archives.documents import atom
+from archives.documents import urls
 from archives.log import publishing
 from archives.models import Entry, Feed, Record, RecordSchema
 
@@ -100,7 +100,7 @@ def test_a_records_change_form_draws_its_feeds_schema(admin_client, paper):
                                    "//div[@class='help'])").split())
     assert "record schema (version 1)" in help_text
     assert doc.xpath("//div[contains(@class, 'field-metadata')]//a/@href") == [
-        atom.schema_url("papers", 1)]
+        urls.schema_url("papers", 1)]
     # The widget's script and style come with the page.
     assert doc.xpath("//script[contains(@src, 'django_jsonform/react-json-form.js')]")
 
@@ -123,7 +123,7 @@ def test_a_valid_save_appends_one_entry_checked_under_the_schema(admin_client, p
     assert entry_kinds(paper.feed) == [("create", 1), ("update", 1)]
     shown = client.get("/feeds/papers/records/pride", HTTP_ACCEPT="application/json").json()
     assert shown["metadata"] == changed
-    assert shown["schema"] == atom.schema_url("papers", 1)
+    assert shown["schema"] == urls.schema_url("papers", 1)
 
 
 def test_an_invalid_save_shows_the_write_paths_errors_at_the_field_and_writes_nothing(
@@ -275,7 +275,7 @@ def test_the_feed_page_shows_its_schema_and_links_each_version(admin_client, pap
         "version 2", "version 1"]
     assert listed[0].text_content().endswith("(in force)")
     links = [item.xpath("a/@href")[0] for item in listed]
-    assert links == [atom.schema_url("papers", 2), atom.schema_url("papers", 1)]
+    assert links == [urls.schema_url("papers", 2), urls.schema_url("papers", 1)]
     assert client.get("/feeds/papers/schema/1").json() == SCHEMA
     assert doc.xpath("//div[contains(@class, 'field-schema_versions')]//a[.='Add a record']"
                      "/@href") == [f"/admin/archives/record/add/?feed={papers.pk}"]

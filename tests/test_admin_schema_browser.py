@@ -9,7 +9,7 @@ fail instead (tests/external.py).
 
 from __future__ import annotations
 
-from archives.documents import atom
+from archives.documents import urls
 from archives.log import publishing
 from archives.models import Entry, Record
 
@@ -86,7 +86,7 @@ def test_a_keeper_adds_a_record_by_the_form_its_feeds_schema_draws(browser_page)
     public = page.request.get(f"{page.base}/feeds/papers/records/pride?format=json").json()
     assert public["metadata"] == {"year": 1813, "kind": "book", "creators": [
         {"name": "Austen, Jane"}, {"name": "Austen, Cassandra"}]}
-    assert public["schema"] == atom.schema_url("papers", 1)
+    assert public["schema"] == urls.schema_url("papers", 1)
     assert row(page, "Year").locator("input").input_value() == "1813"  # drawn again
 
 

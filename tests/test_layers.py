@@ -1,163 +1,98 @@
 """The shape of the house (archives/__init__.py): layers that only import downwards, no
 import cycle, and consumer tools that import nothing of Django or the server.
 
-The import graph is grimp's, which counts every import: inside functions and under
-TYPE_CHECKING too, so a cycle hidden in a lazy import is still a cycle here.
+The rules are import-linter contracts in pyproject.toml ([tool.importlinter]), checked by
+`lint-imports` as a developer runs it; here the suite runs it too, and shows that each
+contract fails on a tree that breaks it.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
+import os
+import re
+import shutil
+import subprocess
 import sys
-from functools import cache
+import tomllib
+from pathlib import Path
 
-import grimp
 import pytest
 
-# Highest first. A module may import its own package and any lower layer; packages that
-# share a layer are independent of each other.
-LAYERS = [
-    ["feedpub"],
-    ["archives.urls", "archives.admin", "archives.api", "archives.management"],
-    ["archives.serving", "archives.oai"],
-    ["archives.log", "archives.push"],
-    ["archives.storage", "archives.html"],
-    ["archives.documents"],
-    ["archives.db"],
-    ["archives.models", "archives.jsoninput"],
-    ["archives.validation", "archives.formats"],
-]
-# Imported by anything (the app's config) or by nothing of the app (migrations run alone).
-UNLAYERED = {"archives", "archives.apps", "archives.migrations"}
-CONSUMER = "archives.consumer"
-# What the consumer tools may import besides themselves: the standard library, lxml, and a
-# caller's tqdm progress bar.
-CONSUMER_MAY_USE = {"lxml", "tqdm", "jsonschema_rs"}  # + record schemas (as the server)
-STDLIB = set(sys.stdlib_module_names) | {"__future__"}
+ROOT = Path(__file__).resolve().parent.parent
+LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 
 
-@cache
-def graph() -> grimp.ImportGraph:
-    return grimp.build_graph("archives", "feedpub", include_external_packages=True,
-                              cache_dir=None)
+def lint_imports(root: Path) -> subprocess.CompletedProcess:
+    """`lint-imports` run in the checkout `root` on its own packages (not an installed copy)."""
+    return subprocess.run(  # noqa: S603 (our own tool, on our own tree)
+        [LINT_IMPORTS, "--no-cache", "--no-logo"], cwd=root, capture_output=True, text=True,
+        env={**os.environ, "PYTHONPATH": str(root)}, timeout=120, check=False)
 
 
-def internal(module: str) -> bool:
-    return module.split(".")[0] in ("archives", "feedpub")
+def contracts() -> list[dict]:
+    with open(ROOT / "pyproject.toml", "rb") as file:
+        return tomllib.load(file)["tool"]["importlinter"]["contracts"]
 
 
-def project_modules() -> list[str]:
-    return sorted(m for m in graph().modules
-                  if internal(m) and not m.startswith("archives.migrations"))
+def test_the_house_keeps_every_import_contract():
+    result = lint_imports(ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"Contracts: {len(contracts())} kept, 0 broken." in result.stdout
 
 
-def package_of(module: str) -> str | None:
-    """The LAYERS entry that holds `module` (the longest matching name)."""
-    names = [name for layer in LAYERS for name in layer
-             if module == name or module.startswith(name + ".")]
-    return max(names, key=len, default=None)
+@pytest.fixture
+def copy_of_the_house(tmp_path: Path) -> Path:
+    for package in ("archives", "feedpub"):
+        shutil.copytree(ROOT / package, tmp_path / package,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    return tmp_path
 
 
-def layer_of(module: str) -> int | None:
-    package = package_of(module)
-    return None if package is None else next(
-        number for number, layer in enumerate(LAYERS) if package in layer)
+# A module of the copy, a line added to it, and the contract that line breaks.
+VIOLATIONS = {
+    "a document renderer importing sealing (a higher layer)": (
+        "archives/documents/rss.py", "from archives.log import sealing", "layers"),
+    "html importing storage (its independent sibling)": (
+        "archives/html/pages.py", "from archives.storage import export", "layers"),
+    "a module with no place in the layers": (
+        "archives/newconcern.py", "import archives.models", "layers"),
+    "a lazy import back from the Atom renderer to the documents' base": (
+        "archives/documents/atom.py",
+        "def _lazy():\n    from archives.documents import base", "no-cycles"),
+    "the app importing the project's settings": (
+        "archives/formats.py", "import feedpub.settings", "project-on-top"),
+    "a consumer tool importing Django": (
+        "archives/consumer/http.py", "from django.conf import settings", "consumer"),
+    "a consumer tool importing a server dependency": (
+        "archives/consumer/check.py", "import redis", "consumer"),
+}
 
 
-def test_every_module_has_a_place_in_the_layers():
-    homeless = [m for m in project_modules()
-                if layer_of(m) is None and m not in UNLAYERED and not m.startswith(CONSUMER)]
-    assert homeless == []
+@pytest.mark.parametrize("violation", list(VIOLATIONS))
+def test_lint_imports_fails_on_a_tree_that_breaks_a_contract(copy_of_the_house, violation):
+    module, line, contract = VIOLATIONS[violation]
+    path = copy_of_the_house / module
+    path.write_text((path.read_text() if path.exists() else "") + f"\n{line}\n")
+    result = lint_imports(copy_of_the_house)
+    assert result.returncode != 0
+    name = next(c["name"] for c in contracts() if c["id"] == contract)
+    assert re.search(rf"^{re.escape(name)} BROKEN$", result.stdout, re.MULTILINE), \
+        result.stdout + result.stderr
 
 
-def test_lower_layers_never_import_higher_ones_nor_their_neighbours():
-    wrong = []
-    for importer in project_modules():
-        if importer.startswith(CONSUMER) or layer_of(importer) is None:
-            continue
-        for imported in graph().find_modules_directly_imported_by(importer):
-            if not internal(imported) or imported in UNLAYERED or imported.startswith(CONSUMER):
-                continue
-            here, there = layer_of(importer), layer_of(imported)
-            if there is None or there < here or (
-                    there == here and package_of(imported) != package_of(importer)):
-                wrong.append(f"{importer} -> {imported}")
-    assert wrong == []
-
-
-def cycles(modules: list[str]) -> list[list[str]]:
-    """The strongly connected components of more than one module, or of one that imports
-    itself (Tarjan's algorithm, iterative)."""
-    edges = {m: sorted(i for i in graph().find_modules_directly_imported_by(m) if i in modules)
-             for m in modules}
-    index, low, on_stack, stack, found, counter = {}, {}, set(), [], [], [0]
-    for root in modules:
-        if root in index:
-            continue
-        work = [(root, iter(edges[root]))]
-        index[root] = low[root] = counter[0]
-        counter[0] += 1
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, children = work[-1]
-            child = next(children, None)
-            if child is None:
-                work.pop()
-                if work:
-                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
-                if low[node] == index[node]:
-                    component = []
-                    while True:
-                        member = stack.pop()
-                        on_stack.discard(member)
-                        component.append(member)
-                        if member == node:
-                            break
-                    if len(component) > 1 or node in edges[node]:
-                        found.append(sorted(component))
-            elif child not in index:
-                index[child] = low[child] = counter[0]
-                counter[0] += 1
-                stack.append(child)
-                on_stack.add(child)
-                work.append((child, iter(edges[child])))
-            elif child in on_stack:
-                low[node] = min(low[node], index[child])
-    return found
-
-
-def test_no_module_takes_part_in_an_import_cycle():
-    assert cycles(project_modules()) == []
-
-
-def test_the_cycle_finder_finds_a_cycle(monkeypatch):
-    """So that the test above can fail: a lazy import back from a format checker's base
-    (as the checker once had) is a cycle."""
-    real = graph()
-
-    class WithCycle:
-        modules = real.modules
-
-        @staticmethod
-        def find_modules_directly_imported_by(module):
-            imported = set(real.find_modules_directly_imported_by(module))
-            if module == "archives.documents.atom":
-                imported.add("archives.documents.base")
-            return imported
-
-    monkeypatch.setattr("tests.test_layers.graph", lambda: WithCycle)
-    assert any({"archives.documents.atom", "archives.documents.base"} <= set(component)
-               for component in cycles(project_modules()))
-
-
-@pytest.mark.parametrize("module", sorted(
-    m for m in grimp.build_graph("archives", cache_dir=None).modules if m.startswith(CONSUMER)))
-def test_the_consumer_tools_import_nothing_of_django_or_the_server(module):
-    imported = graph().find_modules_directly_imported_by(module)
-    foreign = sorted(i for i in imported
-                     if (internal(i) and not i.startswith(CONSUMER))
-                     or (not internal(i) and i.split(".")[0] in {"django", "rest_framework"}))
-    external = {i.split(".")[0] for i in imported if not internal(i)}
-    assert foreign == []
-    assert external <= CONSUMER_MAY_USE | STDLIB
-
+def test_the_consumer_contract_forbids_every_server_dependency_the_tools_do_not_use():
+    """What the consumer tools may import besides themselves and the standard library:
+    lxml, a caller's tqdm progress bar, and jsonschema_rs for record schemas. Every other
+    package the server requires is in the contract's forbidden list."""
+    may_use = {"lxml", "tqdm", "jsonschema_rs"}
+    requirements = {re.split(r"[\[=<>; ]", requirement)[0].lower().replace("_", "-")
+                    for requirement in importlib.metadata.requires("feedpub")
+                    if "extra ==" not in requirement}
+    imported_as = {name for name, distributions in
+                   importlib.metadata.packages_distributions().items()
+                   if any(d.lower().replace("_", "-") in requirements for d in distributions)
+                   and not name.startswith("_") and name.isidentifier()}
+    consumer = next(c for c in contracts() if c["id"] == "consumer")
+    assert imported_as - may_use - {"archives", "feedpub"} <= set(consumer["forbidden_modules"])

@@ -18,7 +18,7 @@ from django.utils.http import http_date
 from lxml import etree
 
 from archives.consumer.checking import check_feed
-from archives.documents import atom, rss
+from archives.documents import atom, rss, urls
 from archives.documents.base import final_pages
 from archives.log import publishing, sealing
 from archives.log.sealing import freeze_rss_pages, seal_all, seal_feed
@@ -273,9 +273,9 @@ def test_next_archive_added_later_gives_the_bytes_of_a_page_sealed_with_it(seale
     rows = atom.entry_rows(sealed_feed, 1, 3)
     alone = rss.render_archive(sealed_feed, 1, rows)
     assert "next-archive" not in atom_links(etree.fromstring(alone).find("channel"))
-    linked = rss.add_next_archive(alone, rss.rss_archive_url("books", 2))
+    linked = rss.add_next_archive(alone, urls.rss_archive_url("books", 2))
     assert linked == bytes(ArchivePage.objects.get(feed=sealed_feed, number=1).rss)
-    assert rss.add_next_archive(linked, rss.rss_archive_url("books", 2)) == linked
+    assert rss.add_next_archive(linked, urls.rss_archive_url("books", 2)) == linked
 
 
 def test_a_page_sealed_before_twins_were_stored_is_served_then_backfilled(client, sealed_feed,

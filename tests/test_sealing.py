@@ -175,13 +175,13 @@ def test_the_garbage_collector_is_back_on_after_a_run_whether_it_sealed_or_faile
 
 
 def test_a_page_born_with_its_next_link_has_the_bytes_it_would_have_gained(feed):
-    from archives.documents import atom
+    from archives.documents import atom, urls
 
     write(feed, 3)
     rows = atom.entry_rows(feed, 1, 3)
     born = atom.render_archive(feed, 1, rows, has_next=True)
     gained = atom.add_next_archive(atom.render_archive(feed, 1, rows),
-                                   atom.archive_url("books", 2))
+                                   urls.archive_url("books", 2))
     assert born == gained
 
 
@@ -323,7 +323,7 @@ def test_a_stored_page_no_claim_covers_is_reported_not_retried_forever(feed):
 
 
 def test_the_watching_sealer_outlives_a_lost_database_and_logs_each_outage_once(
-        monkeypatch, caplog):
+        monkeypatch, caplog, db):  # (db: each good pass records itself for /metrics)
     from django.db import OperationalError
 
     from archives.management.commands import seal_archives
@@ -497,26 +497,26 @@ def tricky_feed():
 
 def lxml_archive(feed, number, rows, *, has_next):
     """The archive page as one lxml tree, entries by `_add_entries`: the reference."""
-    from archives.documents import atom
+    from archives.documents import atom, urls
 
     root = atom._feed_head(feed, rows[-1].updated,
                            atom.archive_links(feed.slug, number, has_next=False))
     etree.SubElement(root, f"{{{atom.FH_NS}}}archive")
     if has_next:
-        atom._insert_next_archive(root, atom.archive_url(feed.slug, number + 1))
+        atom._insert_next_archive(root, urls.archive_url(feed.slug, number + 1))
     atom._add_entries(root, feed, list(reversed(rows)))
     return atom._serialize(root)
 
 
 def lxml_rss_archive(feed, number, rows, *, has_next):
     """The RSS twin as one lxml tree, items by `_add_items`: the reference."""
-    from archives.documents import rss
+    from archives.documents import rss, urls
 
     document, channel = rss._channel(feed, rows[-1].updated,
                                      rss.archive_links(feed.slug, number, has_next=False))
     etree.SubElement(channel, rss.FH_ARCHIVE)
     if has_next:
-        rss._insert_next_archive(channel, rss.rss_archive_url(feed.slug, number + 1))
+        rss._insert_next_archive(channel, urls.rss_archive_url(feed.slug, number + 1))
     rss._add_items(channel, feed, list(reversed(rows)))
     return rss._serialize(document)
 

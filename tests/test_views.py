@@ -14,7 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from lxml import etree
 
 from archives.consumer.http import parse_links
-from archives.documents import atom
+from archives.documents import atom, urls
 from archives.log import publishing
 from archives.log.sealing import seal_feed
 
@@ -363,9 +363,9 @@ def test_documents_do_not_depend_on_the_request_host(client, sealed_feed):
 
 def test_documents_do_not_depend_on_the_script_prefix(sealed_feed):
     publishing.put_record(feed=sealed_feed, key="k9", data=record_data(9))
-    atom.url_path.cache_clear()  # each request below renders its links afresh
+    urls.url_path.cache_clear()  # each request below renders its links afresh
     _, mounted_headers, mounted = through_wsgi("/feeds/books/", SCRIPT_NAME="/mounted")
-    atom.url_path.cache_clear()
+    urls.url_path.cache_clear()
     _, plain_headers, plain = through_wsgi("/feeds/books/")
     assert mounted == plain
     assert mounted_headers["Link"] == plain_headers["Link"]

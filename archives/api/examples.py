@@ -14,6 +14,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter
+from rest_framework.exceptions import NotAcceptable, UnsupportedMediaType
 
 from archives import validation
 from archives.log.publishing import FROZEN
@@ -45,7 +46,8 @@ RECORDS_SLUG_PARAMETER = OpenApiParameter(
               OpenApiExample(SLUG, value=SLUG)],
 )
 KEY_PARAMETER = OpenApiParameter(
-    "key", OpenApiTypes.STR, OpenApiParameter.PATH,
+    "key", {"type": "string", "maxLength": validation.MAX_KEY_LENGTH,
+            "pattern": validation.KEY_PATTERN}, OpenApiParameter.PATH,
     description=(
         "The record's key: the producer's own identifier for it, unique within the feed, "
         f"and the last segment of its public URL `/feeds/<slug>/records/<key>`. "
@@ -158,11 +160,13 @@ ERRORS = {
     401: {"detail": "Authentication credentials were not provided."},
     403: {"detail": "Needs the permission(s) archives.add_record."},
     404: {"detail": "No Feed matches the given query."},
+    406: {"detail": str(NotAcceptable.default_detail)},
     409: {"detail": f"slug: {FROZEN['slug']}", "errors": {"slug": [FROZEN["slug"]]}},
     411: {"detail": str(LengthRequired.default_detail)},
     412: {"detail": "If-Match \"20261122T080803823429Z\" does not match the record's current "
                     "ETag \"20261122T081512004211Z\""},
     413: {"detail": str(BodyTooLarge().detail)},
+    415: {"detail": str(UnsupportedMediaType("text/plain").detail)},
     429: {"detail": "Request was throttled. Expected available in 42 seconds."},
     503: {"detail": "The database is unavailable; try again shortly."},
 }

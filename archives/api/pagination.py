@@ -9,6 +9,7 @@ backwards, `previous`) cursor like any other page, so no item is skipped or repe
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from django.conf import settings
@@ -42,6 +43,27 @@ class BoundedCursor(CursorPagination):
         links["next"]["example"] = self.encode_cursor(Cursor(0, False, after))
         links["previous"]["example"] = self.encode_cursor(Cursor(0, True, before))
         return answer
+
+    def get_page_size(self, request) -> int:
+        """`page_size` as the schema says it: an integer from 1 to max_page_size. DRF's
+        would take anything else (a word, 0, a million) as "the default" in silence."""
+        given = request.query_params.get(self.page_size_query_param)
+        if given is None:
+            return self.page_size
+        if not re.fullmatch(r"[0-9]{1,7}", given) or not (
+                1 <= int(given) <= self.max_page_size):
+            raise Invalid({self.page_size_query_param: [
+                f"An integer from 1 to {self.max_page_size}."]}, "Invalid page_size.")
+        return int(given)
+
+    def get_schema_operation_parameters(self, view):
+        parameters = super().get_schema_operation_parameters(view)
+        for parameter in parameters:
+            if parameter["name"] == self.page_size_query_param:
+                parameter["description"] = (f"Items a page holds at most: 1 to "
+                                            f"{self.max_page_size}; {self.page_size} if not given.")
+                parameter["schema"] |= {"minimum": 1, "maximum": self.max_page_size}
+        return parameters
 
     def paginate_queryset(self, queryset, request, view=None):
         # The field a cursor's position is compared with, to check it before any query.

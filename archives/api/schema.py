@@ -1,6 +1,31 @@
-"""drf-spectacular hooks for the OpenAPI schema."""
+"""drf-spectacular's view of the API: what the OpenAPI schema says beyond what it reads
+from the views and serializers by itself."""
 
 from __future__ import annotations
+
+import re
+
+from drf_spectacular import openapi
+from rest_framework.permissions import SAFE_METHODS
+
+from .permissions import ModelPermissionsOrReadOnly
+
+
+class AutoSchema(openapi.AutoSchema):
+    """REST_FRAMEWORK["DEFAULT_SCHEMA_CLASS"]."""
+
+    def get_auth(self):
+        """Reads are public: under ModelPermissionsOrReadOnly a GET needs no token, which
+        OpenAPI says with an empty requirement beside the schemes ("any of these, or
+        none"). drf-spectacular only knows it of AllowAny and IsAuthenticatedOrReadOnly;
+        without it, client generators and gateways would ask for a token to read."""
+        auths = super().get_auth()
+        public = self.method in SAFE_METHODS and any(
+            isinstance(permission, ModelPermissionsOrReadOnly)
+            for permission in self.view.get_permissions())
+        if public and {} not in auths:
+            auths.append({})
+        return auths
 
 
 def canonical_routes_only(endpoints, **kwargs):
@@ -9,6 +34,43 @@ def canonical_routes_only(endpoints, **kwargs):
     every operationId."""
     return [endpoint for endpoint in endpoints
             if endpoint[0] not in {"/api/feeds", "/api/feeds/{slug}"}]
+
+
+def closed_request_bodies(result, **kwargs):
+    """Every request body refuses a member it does not name (StrictFieldsMixin for feeds,
+    archives.validation for records and their links, BatchSerializer, apply_batch for a
+    batch's operations): the schema says so, or a client may take extra members as
+    ignored."""
+    for name, component in result.get("components", {}).get("schemas", {}).items():
+        if name.endswith("Request") and "properties" in component:
+            component["additionalProperties"] = False
+    return result
+
+
+def blank_in_the_pattern(result, **kwargs):
+    """drf-spectacular writes a field that may be blank and has a pattern as
+    `oneOf: [{pattern, ...}, {maxLength: 0}]`; where the first takes "" as well (every
+    pattern of archives.validation's text does, and so does a response's field, which has
+    none), "" matches both, and oneOf then refuses it. The first alone says it all."""
+
+    def walk(node):
+        if isinstance(node, dict):
+            options = node.get("oneOf")
+            if (isinstance(options, list) and len(options) == 2
+                    and options[1] == {"type": "string", "maxLength": 0}
+                    and options[0].get("type") == "string"
+                    and not options[0].get("minLength")
+                    and re.search(options[0].get("pattern", ""), "")):
+                del node["oneOf"]
+                node.update(options[0])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(result.get("components", {}))
+    return result
 
 
 def token_first(result, **kwargs):

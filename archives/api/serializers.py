@@ -4,18 +4,20 @@ write path refuse exactly the same things. Declared fields describe the OpenAPI 
 
 from __future__ import annotations
 
+import re
 from datetime import UTC
 from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.core.validators import RegexValidator
 from django.urls import reverse
 from rest_framework import serializers
 
 from archives import validation
 from archives.db import schemas
-from archives.documents.atom import schema_url
 from archives.documents.records import record_json
+from archives.documents.urls import schema_url
 from archives.log import publishing
 from archives.log.publishing import MAX_BATCH_OPERATIONS
 from archives.models import Feed, Record
@@ -25,8 +27,32 @@ from .exceptions import as_drf
 VIEW_DELETED_PERM = "archives.view_record"
 
 
+# The JSON type each kind of declared field stands for in the schema (a CharField is
+# `type: string`), and what a value of another type is told.
+JSON_TYPES = (
+    (serializers.BooleanField, bool, "Must be true or false."),
+    (serializers.IntegerField, int, "Must be an integer."),
+    (serializers.CharField, str, "Must be a string."),
+)
+
+
+def wrong_type(field: serializers.Field, value: Any) -> str | None:
+    """Why `value` is not of the JSON type `field` is declared with in the schema, or
+    None. DRF's own fields take more (a CharField 0 as "0", an IntegerField "10" or
+    10.0), which the schema forbids: the declaration is the rule, for both."""
+    if value is None and field.allow_null:
+        return None
+    for kind, python_type, message in JSON_TYPES:
+        if isinstance(field, kind):
+            exact = isinstance(value, python_type) and (
+                python_type is bool or not isinstance(value, bool))
+            return None if exact else message
+    return None
+
+
 class StrictFieldsMixin:
-    """Refuse fields the body may not set, instead of silently ignoring them."""
+    """Refuse fields the body may not set, instead of silently ignoring them, and values
+    of another JSON type than the field's."""
 
     def to_internal_value(self, data):
         if isinstance(data, dict):
@@ -38,7 +64,17 @@ class StrictFieldsMixin:
                                 f"{', '.join(sorted(writable))}."]
                     for name in unknown
                 })
+            mistyped = {name: [why] for name, value in data.items()
+                        if (why := wrong_type(self.fields[name], value))}
+            if mistyped:
+                raise serializers.ValidationError(mistyped)
         return super().to_internal_value(data)
+
+
+# The patterns of archives.validation's text rules, for the schema: the record serializers
+# hand the body whole to validation, and FeedSerializer runs clean_feed_text first.
+XML_TEXT = RegexValidator(validation.XML_TEXT_PATTERN)
+NON_BLANK_XML_TEXT = RegexValidator(validation.NON_BLANK_XML_TEXT_PATTERN)
 
 
 class RecordSchemaField(serializers.JSONField):
@@ -80,6 +116,11 @@ class FeedSerializer(StrictFieldsMixin, serializers.ModelSerializer):
                      "validators": []},
             "page_size": {"help_text": "Entries per archive page; fixed once the feed has "
                                        "an entry."},
+            # The text archives.validation.clean_feed_text checks (before these, which
+            # only give the schema its patterns).
+            "title": {"validators": [NON_BLANK_XML_TEXT]},
+            "subtitle": {"validators": [XML_TEXT]},
+            "author": {"validators": [NON_BLANK_XML_TEXT]},
         }
 
     def get_url(self, feed: Feed) -> str:
@@ -118,25 +159,35 @@ class FeedSerializer(StrictFieldsMixin, serializers.ModelSerializer):
 
 
 class LinkSerializer(serializers.Serializer):
-    href = serializers.CharField(help_text="An absolute http, https, urn or tag URI.")
-    rel = serializers.CharField(required=False, default="alternate",
+    """A link as archives.validation takes it (null or "" for rel, type or title is the
+    same as leaving it out)."""
+
+    href = serializers.CharField(max_length=validation.MAX_HREF_LENGTH,
+                                 help_text="An absolute http, https, urn or tag URI.")
+    rel = serializers.CharField(required=False, default="alternate", allow_null=True,
+                                allow_blank=True,
                                 help_text="A relation name or an absolute URI.")
-    type = serializers.CharField(required=False, allow_blank=True,
+    type = serializers.CharField(required=False, allow_blank=True, allow_null=True,
                                  help_text="A media type, type/subtype.")
-    title = serializers.CharField(required=False, allow_blank=True)
+    title = serializers.CharField(required=False, allow_blank=True, allow_null=True,
+                                  max_length=validation.MAX_TITLE_LENGTH,
+                                  validators=[XML_TEXT])
 
 
 class RecordBodySerializer(serializers.Serializer):
     """A record as a producer sends it (PUT, and `record` in a batch put)."""
 
-    title = serializers.CharField(max_length=validation.MAX_TITLE_LENGTH)
-    summary = serializers.CharField(required=False, allow_blank=True,
-                                    max_length=validation.MAX_SUMMARY_LENGTH)
+    title = serializers.CharField(max_length=validation.MAX_TITLE_LENGTH,
+                                  validators=[NON_BLANK_XML_TEXT])
+    summary = serializers.CharField(required=False, allow_blank=True, allow_null=True,
+                                    max_length=validation.MAX_SUMMARY_LENGTH,
+                                    validators=[XML_TEXT])
     metadata = serializers.DictField(
         required=False, help_text=f"Any JSON object, at most {validation.MAX_METADATA_BYTES} "
                                   "bytes; every string must be XML 1.0 text.")
-    links = LinkSerializer(many=True, required=False,
-                           help_text=f"At most {validation.MAX_LINKS} links.")
+    links = serializers.ListField(child=LinkSerializer(), required=False,
+                                  max_length=validation.MAX_LINKS,
+                                  help_text=f"At most {validation.MAX_LINKS} links.")
 
     def to_internal_value(self, data: Any) -> validation.RecordData:
         try:
@@ -148,7 +199,8 @@ class RecordBodySerializer(serializers.Serializer):
 class RecordPatchSerializer(RecordBodySerializer):
     """Some of a record's fields; each one given replaces the stored one whole."""
 
-    title = serializers.CharField(required=False, max_length=validation.MAX_TITLE_LENGTH)
+    title = serializers.CharField(required=False, max_length=validation.MAX_TITLE_LENGTH,
+                                  validators=[NON_BLANK_XML_TEXT])
 
     def to_internal_value(self, data: Any) -> dict[str, Any]:
         if not isinstance(data, dict):
@@ -202,22 +254,55 @@ class RecordSerializer(serializers.Serializer):
         return bool(user and user.has_perm(VIEW_DELETED_PERM))
 
 
+# RFC 3339's date-time (section 5.6), what OpenAPI's `format: date-time` means: DRF's
+# DateTimeField would also take a date alone, a space for the T, or no offset at all.
+RFC3339_RE = re.compile(
+    r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})", re.ASCII)
+
+
+class QueryValue:
+    """A query parameter read as given: DRF reads a query string as a form, where an
+    empty value (`?updated_since=`) counts as not given; here it is refused."""
+
+    def get_value(self, dictionary):
+        return dictionary.get(self.field_name, serializers.empty)
+
+
+class Rfc3339Field(QueryValue, serializers.DateTimeField):
+    def to_internal_value(self, value: Any):
+        if not isinstance(value, str) or not RFC3339_RE.fullmatch(value):
+            self.fail("invalid", format="an RFC 3339 date-time such as 2026-11-22T16:56:03Z")
+        return super().to_internal_value(value)
+
+
+class QueryBooleanField(QueryValue, serializers.BooleanField):
+    """`true` or `false`, as OpenAPI writes a boolean in a query (DRF would also take
+    yes, on, 1 and the like)."""
+
+    def to_internal_value(self, value: Any) -> bool:
+        if value not in ("true", "false"):
+            self.fail("invalid")
+        return value == "true"
+
+
 class RecordFilterSerializer(serializers.Serializer):
     """The record list's query parameters."""
 
-    deleted = serializers.BooleanField(required=False, allow_null=True, default=None)
-    updated_since = serializers.DateTimeField(required=False)
+    deleted = QueryBooleanField(required=False, default=None)
+    updated_since = Rfc3339Field(required=False)
 
 
 class OperationSerializer(serializers.Serializer):
     op = serializers.ChoiceField(choices=["put", "delete"])
-    key = serializers.CharField(max_length=validation.MAX_KEY_LENGTH)
+    key = serializers.CharField(max_length=validation.MAX_KEY_LENGTH,
+                                validators=[RegexValidator(validation.KEY_PATTERN)])
     record = RecordBodySerializer(required=False, help_text="Only with op=put.")
 
 
 class BatchSerializer(serializers.Serializer):
-    operations = OperationSerializer(
-        many=True, help_text=f"At most {MAX_BATCH_OPERATIONS}, applied in order.")
+    operations = serializers.ListField(
+        child=OperationSerializer(), min_length=1, max_length=MAX_BATCH_OPERATIONS,
+        help_text=f"1 to {MAX_BATCH_OPERATIONS}, applied in order.")
 
     def to_internal_value(self, data: Any) -> list[Any]:
         # Each operation is parsed by publishing.apply_batch, which names bad ones by index.

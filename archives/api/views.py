@@ -19,7 +19,7 @@ from drf_spectacular.utils import (
     OpenApiResponse,
     extend_schema,
 )
-from rest_framework import generics, status
+from rest_framework import generics, serializers, status
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -31,7 +31,7 @@ from archives.models import Entry, Feed, Record
 from archives.validation import RECORD_FIELDS, clean_key
 
 from . import examples
-from .exceptions import Conflict
+from .exceptions import Conflict, Invalid
 from .pagination import FeedCursor, RecordCursor
 from .parsers import require_length
 from .permissions import MayWriteRecords, require
@@ -52,18 +52,22 @@ ERRORS = {
     401: "A write without credentials (send `Authorization: Token <key>`).",
     403: "The user lacks the model permission this write needs.",
     404: "No such feed or record.",
+    406: "The Accept header asks for no type this API answers in (JSON, or the "
+         "browsable API's HTML).",
     409: "The feed's state forbids the change: it has entries (its slug and page size are "
          "fixed, it cannot be deleted), or the record is deleted.",
     411: "The body came chunked (Transfer-Encoding) without a Content-Length.",
     412: "If-Match does not match the record's current ETag: it changed meanwhile.",
     413: "The body is larger than FEEDPUB_API_MAX_BODY_BYTES (10 MiB by default).",
+    415: "The body is not application/json (its Content-Type says so).",
     429: "Too many requests from this client (FEEDPUB_API_ANON_RATE, FEEDPUB_API_USER_RATE); "
          "retry after the seconds given in Retry-After.",
     503: "The database is unavailable; retry after the seconds given in Retry-After.",
 }
-# Any request may be throttled or meet a lost database; any body may be refused unread.
-ANY = (429, 503)
-BODY = (411, 413)
+# Any request may ask for a type we do not answer in, be throttled or meet a lost
+# database; any body may be refused unread.
+ANY = (406, 429, 503)
+BODY = (411, 413, 415)
 IF_MATCH = OpenApiParameter(
     "If-Match", OpenApiTypes.STR, OpenApiParameter.HEADER,
     description="The record's ETag as last read: the write happens only if it is still "
@@ -101,7 +105,24 @@ class ApiView(generics.GenericAPIView):
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         # Before anything else: a body we cannot read must not pass for an empty one.
         require_length(request)
+        # Every query parameter of the schema is one value: `page_size=5&page_size=x`
+        # would otherwise be read as its last value and the rest ignored. (Others are
+        # not read at all.)
+        repeated = sorted(name for name, values in request.query_params.lists()
+                          if len(values) > 1 and name in self.query_parameters())
+        if repeated:
+            raise Invalid({name: ["Given more than once; give it once."] for name in repeated},
+                          "A query parameter is repeated.")
         super().initial(request, *args, **kwargs)
+
+    def query_parameters(self) -> set[str]:
+        """The query parameters this view reads: its list's, and its filters'."""
+        paginator = self.paginator
+        names = {paginator.cursor_query_param, paginator.page_size_query_param} if (
+            paginator is not None) else set()
+        return names | set(self.filters().fields if self.filters else ())
+
+    filters: type[serializers.Serializer] | None = None
 
 
 @extend_schema(tags=["feeds"])
@@ -184,7 +205,6 @@ class FeedMixin:
     OpenApiParameter("updated_since", OpenApiTypes.DATETIME,
                      description="Only records whose `updated` is at or after this instant "
                                  "(RFC 3339)."),
-    OpenApiParameter("page_size", OpenApiTypes.INT, description="1 to 1000; default 100."),
 ])
 class RecordList(FeedMixin, ApiView):
     """A feed's records, oldest change first (cursor-paginated; follow `next`)."""
@@ -192,6 +212,7 @@ class RecordList(FeedMixin, ApiView):
     queryset = Record.objects.all()
     serializer_class = RecordSerializer
     pagination_class = RecordCursor
+    filters = RecordFilterSerializer
 
     def get_queryset(self):
         return Record.objects.filter(feed=self.get_feed()).select_related("feed")
@@ -200,7 +221,7 @@ class RecordList(FeedMixin, ApiView):
                    responses={200: RecordSerializer(many=True), **errors(400, 404)},
                    examples=examples.RECORD_LIST_ANSWER)
     def get(self, request: Request, slug: str) -> Response:
-        filters = RecordFilterSerializer(data=request.query_params)
+        filters = self.filters(data=request.query_params)
         filters.is_valid(raise_exception=True)
         records = self.get_queryset()
         if filters.validated_data["deleted"] is not None:

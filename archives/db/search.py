@@ -19,6 +19,7 @@ two of them) and `feedpub_search_fold(query)`, each the text without its accents
 from __future__ import annotations
 
 import unicodedata
+from typing import overload
 
 from django.db.models import Func, Q, QuerySet, TextField, Value
 
@@ -29,6 +30,12 @@ SEPARATOR = "\x01"
 LETTERS = str.maketrans({"Æ": "AE", "æ": "ae", "Œ": "OE", "œ": "oe", "ß": "ss", "Ø": "O",
                          "ø": "o", "Ł": "L", "ł": "l", "Đ": "D", "đ": "d", "Ð": "D", "ð": "d",
                          "Þ": "TH", "þ": "th", "ı": "i", "Ħ": "H", "ħ": "h"})
+
+
+@overload
+def fold(text: str) -> str: ...
+@overload
+def fold(text: None) -> None: ...
 
 
 def fold(text: str | None) -> str | None:

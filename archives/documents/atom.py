@@ -1,26 +1,20 @@
 """Every Atom document feedpub serves, rendered with lxml into one `bytes`.
 
 Documents carry only stored data (never now()) and absolute URLs built from
-FEEDPUB_BASE_URL, so a sealed page renders the same whoever seals it, from any host.
+FEEDPUB_BASE_URL (documents/urls.py), so a sealed page renders the same whoever seals it,
+from any host.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Iterable
 from datetime import datetime
-from functools import lru_cache
 from itertools import islice
 from typing import NamedTuple
 from urllib.parse import quote
 
-from django.conf import settings
-from django.core.signals import setting_changed
-from django.dispatch import receiver
-from django.urls import get_script_prefix, reverse
 from django.utils.encoding import iri_to_uri
 from lxml import etree
 
@@ -28,6 +22,18 @@ from archives.db import fastsql
 from archives.formats import record_atom_id, rfc3339
 from archives.models import Entry, Feed, Record
 from archives.validation import RECORD_ENTRY_TYPE, RECORD_PAGE_TYPE
+
+from .urls import (
+    archive_url,
+    html_url,
+    hub_url,
+    paged_url,
+    record_url,
+    record_url_prefix,
+    schema_url,
+    subscription_url,
+    url,
+)
 
 ATOM_NS = "http://www.w3.org/2005/Atom"
 FH_NS = "http://purl.org/syndication/history/1.0"
@@ -64,78 +70,6 @@ def entry_rows(feed: Feed, first_seq: int, last_seq: int | None = None, *, newes
     (in one query past the ORM: see fastsql.entry_rows)."""
     return list(map(EntryRow._make, fastsql.entry_rows(feed, first_seq, last_seq,
                                                        newest_first=newest_first)))
-
-
-# URLs ---------------------------------------------------------------------------------
-
-def absolute(path: str) -> str:
-    return (_rendering_base.get() or settings.FEEDPUB_BASE_URL) + path
-
-
-# FEEDPUB_BASE_URL, unless a rendering names another: re-rendering frozen documents after a
-# move (archives/log/rerendering.py) renders each with the base URL it was sealed with, to
-# check that the stored bytes are what this renderer makes of its entries.
-_rendering_base: ContextVar[str | None] = ContextVar("rendering_base", default=None)
-
-
-@contextmanager
-def rendered_with_base(base_url: str) -> Iterator[None]:
-    """Documents rendered inside this block take their absolute URLs from `base_url`."""
-    token = _rendering_base.set(base_url)
-    try:
-        yield
-    finally:
-        _rendering_base.reset(token)
-
-
-@lru_cache(maxsize=16384)
-def url_path(name: str, *args: str | int) -> str:
-    """A path as the URLconf makes it, without the request's script prefix: the base URL
-    alone says where feedpub is mounted, so a document is the same bytes whoever renders
-    it (a request under a SCRIPT_NAME, or the sealer's command line). Cached: reverse()
-    costs ~20 us and every request builds three or four links."""
-    return "/" + reverse(name, args=args).removeprefix(get_script_prefix())
-
-
-@receiver(setting_changed)
-def _forget_paths(*, setting: str, **kwargs) -> None:
-    if setting == "ROOT_URLCONF":
-        url_path.cache_clear()
-
-
-def url(name: str, *args: str | int) -> str:
-    """The absolute URL of a route, the same from any request or command."""
-    return absolute(url_path(name, *args))
-
-
-def subscription_url(slug: str) -> str:
-    return absolute(url_path("archives:subscription", slug))
-
-
-def archive_url(slug: str, number: int) -> str:
-    return absolute(url_path("archives:archive", slug, number))
-
-
-def record_url(slug: str, key: str) -> str:
-    return absolute(url_path("archives:record", slug, key))
-
-
-def schema_url(slug: str, version: int) -> str:
-    """Version `version` of a feed's record schema (what records checked under it link)."""
-    return absolute(url_path("archives:schema-version", slug, version))
-
-
-def record_url_prefix(slug: str) -> str:
-    """What every record URL of a feed starts with: its key follows (keys are URL-safe,
-    validation.KEY_RE). For documents of many records: record_url's cache would hold a
-    URL per key."""
-    return record_url(slug, "KEY").removesuffix("KEY")
-
-
-def html_url(document_url: str) -> str:
-    """The page for people of a document (a feed, an archive page, a record): the same URL
-    asked for in HTML whatever the request's Accept says."""
-    return document_url + "?format=html"
 
 
 def deletion_summary(key: str) -> str:
@@ -205,20 +139,6 @@ def schema_links(slug: str, version: int | None) -> list[Link]:
 def hub_link() -> Link:
     """Links to something other than a feed document carry no media type."""
     return Link("hub", hub_url())
-
-
-def hub_url() -> str:
-    """feedpub's own WebSub hub, which subscription documents name (rel="hub") beside
-    their topic URL (rel="self"): archives/push/."""
-    return url("archives:websub")
-
-
-def document_holding(feed: Feed, seq: int) -> tuple[str, str]:
-    """Which document holds entry `seq` of `feed`, as (what people call it, its URL)."""
-    if seq <= feed.sealed_seq:
-        number = (seq - 1) // feed.page_size + 1
-        return f"archive page {number}", archive_url(feed.slug, number)
-    return "subscription document", subscription_url(feed.slug)
 
 
 def link_header(links: Iterable[Link]) -> str:
@@ -488,7 +408,7 @@ def _entries_text(feed: Feed, rows: list[EntryRow], *, deletions: bool = True) -
         Entry.Kind.DELETE
     record_links = (f'<link rel="alternate" type="{attribute(RECORD_ENTRY_TYPE)}" href="{{0}}"/>'
                     f'<link rel="alternate" type="{attribute(HTML_TYPE)}" href="{{1}}"/>').format
-    parts = []
+    parts: list[str] = []
     append = parts.append
     for _, kind, updated, title, summary, links, key, _, _, _ in rows:
         head = (f'<entry><id>{record_atom_id(feed_uuid, key)}</id>'
@@ -515,13 +435,6 @@ def _producer_link_text(link: dict) -> str:
     title = f' title="{attribute(link["title"])}"' if link.get("title") else ""
     return (f'<link rel="{attribute(link["rel"])}" href="{attribute(link["href"])}"'
             f"{media_type}{title}/>")
-
-
-def paged_url(slug: str, number: int | None = None) -> str:
-    """/paged/ (number None: the first page, newest entries), else /paged/<number>/."""
-    if number is None:
-        return url("archives:paged", slug)
-    return url("archives:paged-page", slug, number)
 
 
 def paged_links(slug: str, number: int | None, *, sealed_pages: int,

@@ -18,7 +18,7 @@ from archives.db import fastsql
 from archives.db.heads import heads
 from archives.models import ArchivePage, Entry, Feed
 
-from . import atom, base, rss
+from . import atom, base, rss, urls
 from .base import (
     Document,
     FrozenDocument,
@@ -156,7 +156,7 @@ class ArchiveDocument(FrozenDocument):
     @staticmethod
     def link_next(slug: str, number: int, body: bytes):
         """Page `number`'s bytes and ETag once it has its next-archive link."""
-        body = atom.add_next_archive(body, atom.archive_url(slug, number + 1))
+        body = atom.add_next_archive(body, urls.archive_url(slug, number + 1))
         return body, bytes_etag(body)
 
     def links(self) -> list[atom.Link]:
@@ -250,7 +250,7 @@ class RssArchiveDocument(FrozenDocument):
     @staticmethod
     def link_next(slug: str, number: int, body: bytes) -> bytes:
         """The twin's bytes once it has its next-archive link."""
-        return rss.add_next_archive(body, rss.rss_archive_url(slug, number + 1))
+        return rss.add_next_archive(body, urls.rss_archive_url(slug, number + 1))
 
     @property
     def exported_as_file(self) -> bool:

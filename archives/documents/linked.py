@@ -15,7 +15,7 @@ from archives.db.heads import heads
 from archives.formats import rfc3339
 from archives.models import ArchivePage, Feed, Snapshot, SnapshotPage
 
-from . import atom, base, linkedpages
+from . import atom, base, linkedpages, urls
 from .base import (
     JSON_TYPE,
     Document,
@@ -177,14 +177,14 @@ class SnapshotIndexDocument(Document):
             # As of its cut: a date later than that (when it was made) would let a
             # consumer that goes by dates skip entries written in between.
             "createdAt": rfc3339(snapshot.last_updated or snapshot.created),
-            "pages": [atom.url("archives:snapshot-page", slug, str(snapshot.uuid), n)
+            "pages": [urls.url("archives:snapshot-page", slug, str(snapshot.uuid), n)
                       for n in range(1, snapshot.pages + 1)],
             "records": snapshot.records,
             # The feed goes on after the snapshot's last entry: from this page, skip each
             # entity up to and including this Content-ID (none: from the page's start).
             "feed": {
                 "lastEntry": cut,
-                "resumePage": atom.url("archives:linked-page", slug, resume_page),
+                "resumePage": urls.url("archives:linked-page", slug, resume_page),
                 "resumeAfterContentId": linkedpages.content_id(snapshot.feed, cut)
                 if cut else None,
             },
@@ -202,7 +202,7 @@ class SnapshotIndexDocument(Document):
 
     def links(self) -> list[atom.Link]:
         slug = self.snapshot.feed.slug
-        return [atom.Link("self", atom.url("archives:snapshot", slug, str(self.snapshot.uuid)))]
+        return [atom.Link("self", urls.url("archives:snapshot", slug, str(self.snapshot.uuid)))]
 
     def body(self) -> bytes:
         return self._body
@@ -243,9 +243,9 @@ class SnapshotPageDocument(Document):
 
     def links(self) -> list[atom.Link]:
         snapshot_id = str(self.page.snapshot.uuid)
-        return [atom.Link("self", atom.url("archives:snapshot-page", self.slug, snapshot_id,
+        return [atom.Link("self", urls.url("archives:snapshot-page", self.slug, snapshot_id,
                                            self.page.number)),
-                atom.Link("index", atom.url("archives:snapshot", self.slug, snapshot_id))]
+                atom.Link("index", urls.url("archives:snapshot", self.slug, snapshot_id))]
 
     def body(self) -> bytes:
         return bytes(self.page.body)

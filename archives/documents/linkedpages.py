@@ -19,7 +19,8 @@ from urllib.parse import quote
 from archives.formats import http_date, record_json
 from archives.models import Entry, Feed
 
-from .atom import EntryRow, Link, hub_link, record_url_prefix, schema_url, url
+from .atom import EntryRow, Link, hub_link
+from .urls import linked_entry_point_url, linked_page_url, record_url_prefix, schema_url
 
 MULTIPART = "multipart/mixed"
 CRLF = b"\r\n"
@@ -147,11 +148,11 @@ def content_type_of(body: bytes) -> str:
 
 def page_links(slug: str, number: int, *, has_next: bool) -> list[Link]:
     """A page's links: its Link header, the only place the format puts them."""
-    links = [Link("self", url("archives:linked-page", slug, number))]
+    links = [Link("self", linked_page_url(slug, number))]
     if number > 1:
-        links.append(Link("prev", url("archives:linked-page", slug, number - 1)))
+        links.append(Link("prev", linked_page_url(slug, number - 1)))
     if has_next:
-        links.append(Link("next", url("archives:linked-page", slug, number + 1)))
+        links.append(Link("next", linked_page_url(slug, number + 1)))
     else:  # the newest page: WebSub subscribers are told when it changes
         links.append(hub_link())
     return links
@@ -161,8 +162,4 @@ def entry_point_links(slug: str) -> list[Link]:
     """The Link header of the entry point (/pages/latest, a redirect to the newest page):
     it is the WebSub topic of the linked-pages format (rel="self"; a page's own self link
     names the page, as the format requires), and names the hub."""
-    return [Link("self", entry_point_url(slug)), hub_link()]
-
-
-def entry_point_url(slug: str) -> str:
-    return url("archives:linked-latest", slug)
+    return [Link("self", linked_entry_point_url(slug)), hub_link()]

@@ -12,7 +12,7 @@ from django.conf import settings
 from archives import formats
 from archives.models import Record
 
-from . import atom, base
+from . import atom, base, urls
 from .base import JSON_TYPE, Document, inputs_etag
 
 
@@ -24,7 +24,7 @@ def record_json(record: Record) -> dict:
         created=record.created, updated=record.updated, deleted=record.is_deleted,
         url=settings.FEEDPUB_BASE_URL + record.get_absolute_url(),
         schema=None if record.schema_version is None
-        else atom.schema_url(record.feed.slug, record.schema_version))
+        else urls.schema_url(record.feed.slug, record.schema_version))
 
 
 class RecordDocument(Document):

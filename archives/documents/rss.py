@@ -30,28 +30,18 @@ from .atom import (
     deletion_summary,
     escape_text,
     feed_page_link,
-    html_url,
     hub_link,
     link_attributes,
-    record_url_prefix,
     schema_links,
-    url,
     with_entries,
 )
+from .urls import html_url, record_url_prefix, rss_archive_url, rss_subscription_url
 
 RSS_TYPE = "application/rss+xml; charset=utf-8"
 RSS_MEDIA_TYPE = "application/rss+xml"
 NSMAP = {"atom": ATOM_NS, "fh": FH_NS}
 ATOM_LINK = f"{{{ATOM_NS}}}link"
 FH_ARCHIVE = f"{{{FH_NS}}}archive"
-
-
-def rss_subscription_url(slug: str) -> str:
-    return url("archives:rss", slug)
-
-
-def rss_archive_url(slug: str, number: int) -> str:
-    return url("archives:archive-rss", slug, number)
 
 
 def rss_link(rel: str, href: str) -> Link:
@@ -189,7 +179,7 @@ def _items_text(feed: Feed, rows: list[EntryRow]) -> str:
     base_record_url = record_url_prefix(feed.slug)
     feed_uuid, text, deletion = feed.uuid, escape_text, Entry.Kind.DELETE
     shown = set()
-    parts = []
+    parts: list[str] = []
     append = parts.append
     for _, kind, updated, title, summary, _, key, _, _, _ in rows:
         if key in shown:

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from typing import Self
 
 from archives.models import Feed, RecordSchema
 
-from . import atom, base
+from . import atom, base, urls
 from .base import Document, bytes_etag
 
 SCHEMA_TYPE = atom.SCHEMA_TYPE
@@ -25,13 +26,13 @@ class SchemaVersionDocument(Document):
         self.feed, self.row = feed, row
 
     @classmethod
-    def for_version(cls, feed: Feed, version: int) -> SchemaVersionDocument:
+    def for_version(cls, feed: Feed, version: int) -> Self:
         """Raises RecordSchema.DoesNotExist."""
         read_at = base.now()
         return cls(feed, RecordSchema.objects.get(feed=feed, version=version), read_at=read_at)
 
     def url(self) -> str:
-        return atom.schema_url(self.feed.slug, self.row.version)
+        return urls.schema_url(self.feed.slug, self.row.version)
 
     def etag(self) -> str:
         return bytes_etag(self.body())
@@ -42,8 +43,8 @@ class SchemaVersionDocument(Document):
     def links(self) -> list[atom.Link]:
         older = self.row.version - 1
         return [atom.Link("self", self.url(), SCHEMA_TYPE),
-                atom.feed_link("up", atom.subscription_url(self.feed.slug)),
-                *([atom.Link("predecessor-version", atom.schema_url(self.feed.slug, older),
+                atom.feed_link("up", urls.subscription_url(self.feed.slug)),
+                *([atom.Link("predecessor-version", urls.schema_url(self.feed.slug, older),
                              SCHEMA_TYPE)] if older else [])]
 
     def body(self) -> bytes:
@@ -66,7 +67,7 @@ class CurrentSchemaDocument(SchemaVersionDocument):
         return cls.for_version(feed, feed.schema_version)
 
     def links(self) -> list[atom.Link]:
-        return [atom.Link("self", atom.absolute(atom.url_path("archives:schema", self.feed.slug)),
+        return [atom.Link("self", urls.absolute(urls.url_path("archives:schema", self.feed.slug)),
                           SCHEMA_TYPE),
-                atom.feed_link("up", atom.subscription_url(self.feed.slug)),
+                atom.feed_link("up", urls.subscription_url(self.feed.slug)),
                 atom.Link("latest-version", self.url(), SCHEMA_TYPE)]

@@ -18,7 +18,7 @@ from django.db.models import Count
 from django.db.models.functions import TruncDay
 from lxml import etree
 
-from archives.documents import atom
+from archives.documents import atom, urls
 from archives.documents.base import inputs_etag
 from archives.documents.feeds import FeedDocument
 from archives.documents.pagecache import PageCache
@@ -229,7 +229,7 @@ class ActivityChart(FeedDocument):
         return None
 
     def links(self) -> list[atom.Link]:
-        return [atom.Link("up", atom.html_url(atom.subscription_url(self.feed.slug)))]
+        return [atom.Link("up", urls.html_url(urls.subscription_url(self.feed.slug)))]
 
     def body(self) -> bytes:
         cached = charts.get(self.feed.slug)

@@ -26,7 +26,7 @@ from django.template.loader import render_to_string
 
 from archives.db import schemas
 from archives.db import search as search_records
-from archives.documents import atom
+from archives.documents import atom, urls
 from archives.documents.base import Document, inputs_etag
 from archives.documents.feeds import SubscriptionDocument
 from archives.documents.pagecache import PageCache
@@ -68,9 +68,9 @@ class EntryView(NamedTuple):
 
     @classmethod
     def of(cls, feed: Feed, seq: int, kind: str, updated: datetime, title: str, key: str):
-        held_in, url = atom.document_holding(feed, seq)
+        held_in, url = urls.document_holding(feed, seq)
         return cls(seq, kind, updated, title, key,
-                   atom.html_url(atom.record_url(feed.slug, key)), held_in, atom.html_url(url))
+                   urls.html_url(urls.record_url(feed.slug, key)), held_in, urls.html_url(url))
 
 
 def _entries(feed: Feed, entries) -> list[EntryView]:
@@ -111,9 +111,9 @@ class _HTMLPage(Document):
 
 def feed_context(feed: Feed) -> dict:
     """What every page of a feed shows in its head."""
-    return {"feed": feed, "feed_page": atom.html_url(atom.subscription_url(feed.slug)),
-            "subscription": atom.subscription_url(feed.slug),
-            "search": atom.url("archives:search", feed.slug)}
+    return {"feed": feed, "feed_page": urls.html_url(urls.subscription_url(feed.slug)),
+            "subscription": urls.subscription_url(feed.slug),
+            "search": urls.url("archives:search", feed.slug)}
 
 
 def schema_link(feed: Feed, version: int | None) -> atom.Link | None:
@@ -205,44 +205,44 @@ class FeedPage(_HTMLPage):
             "unshown": max(unsealed - shown, 0),
             "pages": _with_urls(feed, pages),
             "formats": self.formats(),
-            "activity": atom.url("archives:activity", feed.slug),
+            "activity": urls.url("archives:activity", feed.slug),
             "schema": schema_link(feed, feed.schema_version),
         }
 
     def formats(self) -> list[tuple[str, str, str]]:
         slug = self.feed.slug
-        record = atom.record_url(slug, "KEY")
+        record = urls.record_url(slug, "KEY")
         return [
-            ("Atom subscription", atom.subscription_url(slug),
+            ("Atom subscription", urls.subscription_url(slug),
              "subscribe to this in a feed reader; follow prev-archive to the oldest page"),
-            ("Atom archive pages", atom.archive_url(slug, 1).replace("/1/", "/N/"),
+            ("Atom archive pages", urls.archive_url(slug, 1).replace("/1/", "/N/"),
              "sealed pages, 1 = oldest; immutable once the next page is sealed"),
-            ("Archive pages by date", atom.absolute(f"/feeds/{slug}/archives/YYYY/MM/DD/"),
+            ("Archive pages by date", urls.absolute(f"/feeds/{slug}/archives/YYYY/MM/DD/"),
              "redirects to the first page with an entry at or after that day (UTC)"),
-            ("Linked pages", atom.url("archives:linked-latest", slug),
+            ("Linked pages", urls.url("archives:linked-latest", slug),
              "datareplication linked-pages feed (multipart/mixed)"),
-            ("Snapshots", atom.url("archives:snapshot-latest", slug),
+            ("Snapshots", urls.url("archives:snapshot-latest", slug),
              "the live records at one moment, where a linked-pages replica starts")
             if self.has_snapshot else
             ("Snapshots", None, "none yet: the live records at one moment, where a "
              "linked-pages replica starts (manage.py snapshot takes one, and so does "
              "seal_archives --snapshot-every)"),
             ("Record", record, "each record as an Atom entry; ?format=json for JSON"),
-            *([("Record schema", atom.url("archives:schema", slug),
+            *([("Record schema", urls.url("archives:schema", slug),
                 f"JSON Schema of the records' metadata (version {self.feed.schema_version} "
                 "in force); /schema/N for version N, immutable")]
               if self.feed.schema_version is not None else []),
-            ("Complete feed", atom.url("archives:complete", slug),
+            ("Complete feed", urls.url("archives:complete", slug),
              "RFC 5005 complete feed: one entry per live record"),
-            ("Paged feed", atom.url("archives:paged", slug), "RFC 5005 paged feed, newest first"),
-            ("RSS 2.0", atom.url("archives:rss", slug), "the subscription document as RSS 2.0"),
-            ("REST API", atom.absolute("/api/"), "JSON; writes need a token"),
+            ("Paged feed", urls.url("archives:paged", slug), "RFC 5005 paged feed, newest first"),
+            ("RSS 2.0", urls.url("archives:rss", slug), "the subscription document as RSS 2.0"),
+            ("REST API", urls.absolute("/api/"), "JSON; writes need a token"),
         ]
 
 
 def _with_urls(feed: Feed, pages: Page) -> Page:
     for page in pages.object_list:
-        page["url"] = atom.html_url(atom.archive_url(feed.slug, page["number"]))
+        page["url"] = urls.html_url(urls.archive_url(feed.slug, page["number"]))
     return pages
 
 
@@ -281,10 +281,10 @@ class ArchivePageHTML(_HTMLPage):
             **feed_context(feed),
             "page": page,
             "entries": _entries(feed, entries),
-            "atom": atom.archive_url(feed.slug, number),
-            "previous": atom.html_url(atom.archive_url(feed.slug, number - 1))
+            "atom": urls.archive_url(feed.slug, number),
+            "previous": urls.html_url(urls.archive_url(feed.slug, number - 1))
             if number > 1 else None,
-            "next": atom.html_url(atom.archive_url(feed.slug, number + 1))
+            "next": urls.html_url(urls.archive_url(feed.slug, number + 1))
             if page.has_next else None,
         }
 
@@ -317,7 +317,7 @@ class RecordPage(_HTMLPage):
 
     def context(self) -> dict:
         record, feed = self.record, self.record.feed
-        url = atom.record_url(feed.slug, record.key)
+        url = urls.record_url(feed.slug, record.key)
         history = Paginator(record.entries.order_by("-seq").values_list(
             "seq", "kind", "updated", "title", "record__key"), HISTORY_PER_PAGE
         ).get_page(self.page_number)
@@ -361,7 +361,7 @@ def search(feed: Feed, query: str, page: str | None) -> dict:
     results = Paginator(matches[:SEARCH_LIMIT], SEARCH_RESULTS_PER_PAGE).get_page(page)
     results.object_list = [
         {"key": key, "title": title, "deleted": deleted_at is not None,
-         "url": atom.html_url(atom.record_url(feed.slug, key))}
+         "url": urls.html_url(urls.record_url(feed.slug, key))}
         for key, title, deleted_at in results.object_list]
     return {**context, "results": results, "more": len(matches) > SEARCH_LIMIT,
             "searched": ("key, title or summary" if search_records.folds(query)

@@ -40,7 +40,7 @@ from django.utils import timezone
 from lxml import etree
 
 from archives.db.heads import announce
-from archives.documents import atom, base, linkedpages
+from archives.documents import atom, base, linkedpages, urls
 from archives.documents.feeds import ArchiveDocument, RssArchiveDocument
 from archives.models import ArchivePage, Entry, Feed, Record, SnapshotPage
 from archives.storage import export
@@ -134,7 +134,7 @@ class _Pages:
         body, rss, multipart = (None if value is None else bytes(value)
                                 for value in (page.body, page.rss, page.multipart))
         self_link = etree.fromstring(body).find(f"{atom.A}link[@rel='self']").get("href")
-        old_base = _base_of(self_link, atom.url_path("archives:archive", feed.slug, number))
+        old_base = _base_of(self_link, urls.url_path("archives:archive", feed.slug, number))
         if old_base == self.base_url:
             self.report.current += 1
             return None
@@ -185,7 +185,7 @@ class _Pages:
     def snapshot_pages(self) -> None:
         feed, after = self.feed, 0
         pages = SnapshotPage.objects.filter(snapshot__feed=feed, snapshot__complete=True)
-        record_path = atom.url_path("archives:record", feed.slug, "KEY").removesuffix("KEY")
+        record_path = urls.url_path("archives:record", feed.slug, "KEY").removesuffix("KEY")
         while True:
             batch = list(pages.filter(pk__gt=after).order_by("pk").values_list(
                 "pk", "body", "etag")[:BATCH])
@@ -219,7 +219,7 @@ class _Pages:
                                       record_path + quote(first.key, safe=""))
 
         def render() -> bytes:
-            prefix = atom.record_url_prefix(feed.slug)
+            prefix = urls.record_url_prefix(feed.slug)
             return linkedpages.render(linkedpages.entity(feed, rows[seq], prefix)
                                       for seq in seqs)
 
@@ -231,7 +231,7 @@ class _Pages:
 
 
 def _render(base_url: str, render: Callable[..., bytes], *args) -> bytes:
-    with atom.rendered_with_base(base_url):
+    with urls.rendered_with_base(base_url):
         return render(*args)
 
 

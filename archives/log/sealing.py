@@ -64,7 +64,7 @@ def seal_all(*, dry_run: bool = False, on_sealed: Callable[[int], None] | None =
     global _backfilled
     if not dry_run and not _backfilled:
         _backfilled = _backfill()
-    sealed = []
+    sealed: list[SealedPage] = []
     for feed in Feed.objects.filter(Q(NEEDS_SEALING)).order_by("pk"):
         if stop():
             return sealed

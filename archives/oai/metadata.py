@@ -12,18 +12,13 @@ and these formats' (tests/oai.py), which holds these strings to them.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 
 from archives import formats
-from archives.documents.atom import (
-    escape_attribute,
-    escape_text,
-    record_url_prefix,
-    schema_url,
-    url,
-)
+from archives.documents.atom import escape_attribute, escape_text
+from archives.documents.urls import record_url_prefix, schema_url, url
 
 from . import repository
 from .repository import Item
@@ -65,9 +60,9 @@ class MetadataFormat:
 
 def oai_dc(item: Item, stamp: str) -> str:
     metadata = item.metadata if isinstance(item.metadata, dict) else {}
-    if item.schema_version is None:  # its feed had no schema: by name only
-        from_schema, mapped = (), ()
-    else:
+    from_schema: tuple[tuple[str, str], ...] = ()
+    mapped: Collection[str] = ()
+    if item.schema_version is not None:  # else its feed had no schema: by name only
         from_schema = repository.dublin_core(item.feed_uuid, item.schema_version)
         mapped = {name for name, _ in from_schema}
     values = {name: _texts(metadata[name]) for name in DC_FROM_METADATA

@@ -16,7 +16,8 @@ from datetime import UTC, datetime
 from django.conf import settings
 from lxml import etree
 
-from archives.documents.atom import escape_text, url
+from archives.documents.atom import escape_text
+from archives.documents.urls import url
 from archives.models import Feed
 
 from . import repository

@@ -39,7 +39,7 @@ from django.urls import Resolver404, resolve
 from django.utils import timezone
 
 from archives.db.cache import WindowThrottle
-from archives.documents import atom, linked, linkedpages, rss
+from archives.documents import linked, urls
 from archives.models import Feed, Subscription
 
 logger = logging.getLogger(__name__)
@@ -69,10 +69,10 @@ class HubRequestError(ValueError):
 
 def topic_url(slug: str, format: str) -> str:
     if format == Format.ATOM:
-        return atom.subscription_url(slug)
+        return urls.subscription_url(slug)
     if format == Format.RSS:
-        return rss.rss_subscription_url(slug)
-    return linkedpages.entry_point_url(slug)
+        return urls.rss_subscription_url(slug)
+    return urls.linked_entry_point_url(slug)
 
 
 def find_topic(url: str) -> tuple[Feed, str]:
@@ -104,7 +104,7 @@ def topic_names(feed: Feed, format: str, page: int | None) -> set[str]:
     an existing linked page of the feed."""
     names = {topic_url(feed.slug, format)}
     if page is not None and 0 < page <= linked.newest_page(feed):
-        names.add(atom.url(LINKED_PAGE_ROUTE, feed.slug, page))
+        names.add(urls.url(LINKED_PAGE_ROUTE, feed.slug, page))
     return names
 
 

@@ -58,7 +58,7 @@ from django.utils import timezone
 from yarl import URL
 
 from archives.db import heads
-from archives.documents import atom, base, linked
+from archives.documents import atom, base, linked, urls
 from archives.documents.feeds import RssSubscriptionDocument, SubscriptionDocument
 from archives.documents.linked import LinkedPageDocument
 from archives.models import ArchivePage, Feed, Subscription
@@ -207,7 +207,7 @@ class Worker:
             connector=aiohttp.TCPConnector(limit=settings.FEEDPUB_WEBSUB_CONCURRENCY,
                                            socket_factory=socket_factory),
             timeout=aiohttp.ClientTimeout(total=settings.FEEDPUB_WEBSUB_TIMEOUT),
-            headers={"User-Agent": f"feedpub WebSub hub ({atom.hub_url()})"})
+            headers={"User-Agent": f"feedpub WebSub hub ({urls.hub_url()})"})
 
     def client(self, subscription: Subscription) -> aiohttp.ClientSession:
         """The session that calls this subscriber: as the hub recorded when it asked."""

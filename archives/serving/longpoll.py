@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db import DatabaseError, connection, connections
+from prometheus_client import Gauge
 
 from archives.db.heads import heads, version
 from archives.models import Feed
@@ -68,6 +69,11 @@ VARIANT_HEADERS = (b"host", b"accept", b"accept-encoding", b"x-forwarded-proto")
 WAIT_DIGITS = 9
 # The signals that stop the server.
 STOPPING = (signal.SIGTERM, signal.SIGINT)
+
+# Requests held right now, waiting for a change (/metrics, docs/operating/metrics.md): of
+# this process; with several processes sharing PROMETHEUS_MULTIPROC_DIR, of the live ones.
+HELD = Gauge("feedpub_long_polls_held", "Long polls held now, waiting for a change or their "
+             "time.", multiprocess_mode="livesum")
 
 Scope = dict
 Receive = Callable[[], Awaitable[dict]]
@@ -316,12 +322,14 @@ class LongPolling:
             # (Kept on the waiter: the loop holds tasks only weakly.)
             waiter.listener = asyncio.ensure_future(_until_disconnected(receive, woken))
             applied: int | None = wait
+            HELD.inc()
             try:
                 outcome = await woken
             except Exception:  # the watcher failed: the 304 Django gave stands, unwaited
                 outcome, applied = TIME_UP, None
             finally:
                 timer.cancel()
+                HELD.dec()
             if outcome is GONE:
                 return
             await (answer if outcome is TIME_UP else outcome).send(send, applied=applied)

@@ -57,7 +57,7 @@ from django.db.models import F, Q, QuerySet
 from storages.backends.s3 import S3Storage
 
 from archives.db import fastsql
-from archives.documents import atom, base, linkedpages
+from archives.documents import base, linkedpages, urls
 from archives.documents.feeds import ArchiveDocument, RssArchiveDocument
 from archives.models import ArchivePage
 
@@ -242,7 +242,7 @@ class SealedState:
 def archive_path(slug: str, number: int) -> str:
     """The storage directory of archive page `number`: its URL path, without any script
     prefix (the same from a request or the sealer's command line)."""
-    return atom.url_path("archives:archive", slug, number).lstrip("/")
+    return urls.url_path("archives:archive", slug, number).lstrip("/")
 
 
 def page_files(page: SealedState) -> list[PageFile]:
@@ -267,7 +267,7 @@ def page_files(page: SealedState) -> list[PageFile]:
         # read from the body, and its Link header a next link nginx cannot know), by a CDN
         # or S3 website endpoint from here.
         files.append(PageFile(
-            atom.url_path("archives:linked-page", page.slug, page.number).lstrip("/"),
+            urls.url_path("archives:linked-page", page.slug, page.number).lstrip("/"),
             page.multipart, linkedpages.content_type_of(page.multipart),
             base.IMMUTABLE, None))
     return files

@@ -33,7 +33,7 @@ from django.db import IntegrityError, InterfaceError, OperationalError, transact
 from django.db.models import Count, Exists, OuterRef, Q, Subquery
 
 from archives.db import address, fastsql
-from archives.documents import atom, base, linkedpages
+from archives.documents import atom, base, linkedpages, urls
 from archives.documents.base import bytes_etag
 from archives.models import ArchivePage, Entry, Feed, Snapshot, SnapshotPage
 
@@ -239,7 +239,7 @@ def live_entities(feed: Feed, cut: int, *, after: int = 0) -> Iterator[bytes]:
             for seq, part in enumerate(linkedpages.split(bytes(multipart)), start=first_seq):
                 if seq in live:
                     yield part
-    base = atom.record_url_prefix(feed.slug)
+    base = urls.record_url_prefix(feed.slug)
     for start in range(max(sealed_seq, after) + 1, cut + 1, WINDOW):
         end = min(cut, start + WINDOW - 1)
         rows = _live(feed, cut, start, end).order_by("seq").values_list(*atom.ENTRY_ROW_COLUMNS)
@@ -277,7 +277,7 @@ def _resumable(snapshot: Snapshot, feed: Feed) -> bool:
     `rerender_documents` renders again in complete snapshots only."""
     last = _last_stored(snapshot)
     return last is None or linkedpages.location_of(last).startswith(
-        atom.record_url_prefix(feed.slug))
+        urls.record_url_prefix(feed.slug))
 
 
 def _store(snapshot: Snapshot, pending: list[tuple[SnapshotPage, int]], *,

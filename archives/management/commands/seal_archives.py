@@ -13,7 +13,7 @@ from tqdm import tqdm
 from archives.consumer.progress import add_progress_argument, progress_bar, write_around
 from archives.log.sealing import SealedPage, seal_all, seal_feed
 from archives.management.stopping import GracefulStop
-from archives.models import Feed
+from archives.models import Feed, Heartbeat
 from archives.storage.snapshots import Snapshotting
 
 logger = logging.getLogger(__name__)
@@ -70,6 +70,10 @@ class Command(BaseCommand):
                     status.pass_starts(feed)
                     self.report(self.seal_once(feed, dry_run, on_sealed=status.sealed,
                                                stop=stop), dry_run, quiet=True)
+                    if not dry_run:
+                        # /metrics shows it (feedpub_sealer_last_pass_timestamp_seconds): a
+                        # sealer stopped, stuck or failing every pass is seen by its silence.
+                        Heartbeat.beat("sealer")
                     if snapshots is not None and not stop():
                         self.snapshot(snapshots)
                 except (OperationalError, InterfaceError) as error:
