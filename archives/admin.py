@@ -28,7 +28,7 @@ from django_jsonform.utils import ErrorMap
 from django_jsonform.widgets import JSONFormWidget
 
 from . import jsoninput, validation
-from .db import schemas, search
+from .db import django_internals, schemas, search
 from .documents import urls
 from .log import publishing, sealing
 from .models import ArchivePage, Entry, Feed, Record
@@ -503,7 +503,7 @@ class FeedAdmin(ShowsRefusals, admin.ModelAdmin):
                     if name in form.cleaned_data})
         except ValidationError as error:  # e.g. a schema that live records do not match
             raise Refused(error) from None
-        obj.__dict__.update(saved.__dict__)
+        django_internals.take_state(obj, saved)
 
     def delete_view(self, request, object_id, extra_context=None):
         try:
@@ -785,7 +785,7 @@ class RecordAdmin(ShowsRefusals, admin.ModelAdmin):
             raise Refused(error) from None
         request.feedpub_unchanged = obj if change and entry is None else None
         saved = Record.objects.get(feed=obj.feed, key=obj.key)
-        obj.__dict__.update(saved.__dict__)
+        django_internals.take_state(obj, saved)
         # A create entry for a record older than it: a deleted record came back.
         restored = (entry is not None and entry.kind == Entry.Kind.CREATE
                     and saved.created != entry.updated)

@@ -30,6 +30,7 @@ from django.http import HttpRequest, HttpResponse
 from django.utils.cache import add_never_cache_headers
 
 from archives.api import exceptions as api_errors
+from archives.db import django_internals
 from archives.serving.negotiation import json_error, preferred_format
 
 logger = logging.getLogger(__name__)
@@ -73,8 +74,7 @@ def close_lost_connections(*, check: bool) -> int | None:
     for connection in connections.all(initialized_only=True):
         if connection.in_atomic_block:
             return None
-        if connection.connection is not None and (check or connection.errors_occurred) \
-                and not connection.is_usable():
+        if django_internals.connection_lost(connection, check=check):
             connection.close()
             closed += 1
     return closed

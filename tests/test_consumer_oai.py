@@ -1,6 +1,6 @@
-"""The harvester on OAI-PMH 2.0 repositories, against a server nobody here wrote: pyoai's
-`oaipmh.server`, over a small in-memory repository, served by the standard library's
-http.server on a free port."""
+"""The harvester on OAI-PMH 2.0 repositories, against a server nobody here wrote:
+`oaipmh.server` (of oaipmh, pyoai's maintained fork), over a small in-memory repository,
+served by the standard library's http.server on a free port."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import json
 import sqlite3
 import threading
 import urllib.parse
-import warnings
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -20,24 +19,21 @@ from feedpub_consumer.harvesting import harvest
 from feedpub_consumer.http import HttpClient, Limits
 from feedpub_consumer.state import StateError
 from lxml.etree import SubElement
+from oaipmh import common, error
+from oaipmh import server as oai_server
+from oaipmh.metadata import MetadataRegistry
 from oaipmh_scythe import Scythe
-
-with warnings.catch_warnings():  # pyoai imports cgi, deprecated since Python 3.11
-    warnings.simplefilter("ignore", DeprecationWarning)
-    from oaipmh import common, error
-    from oaipmh import server as oai_server
-    from oaipmh.metadata import MetadataRegistry
 
 SECONDS, DAYS = "YYYY-MM-DDThh:mm:ssZ", "YYYY-MM-DD"
 FEEDPUB_NS = "urn:feedpub:oai-record:1"
 
 
-# A repository behind pyoai's server -------------------------------------------------------
+# A repository behind oaipmh's server -------------------------------------------------------
 
 @dataclass
 class Item:
     identifier: str
-    datestamp: datetime  # naive UTC, as pyoai wants it
+    datestamp: datetime  # naive UTC, as oaipmh wants it
     sets: list[str]
     fields: dict[str, list[str]]  # Dublin Core; feedpub's record is made from them too
     deleted: bool = False
@@ -45,7 +41,7 @@ class Item:
 
 @dataclass
 class Repository:
-    """The IBatchingOAI interface of pyoai, over a dict: what BatchingServer pages through."""
+    """The IBatchingOAI interface of oaipmh, over a dict: what BatchingServer pages through."""
 
     base_url: str = ""
     granularity: str = SECONDS
@@ -65,7 +61,7 @@ class Repository:
         return {item.identifier: item.fields["title"][0]
                 for item in self.items.values() if not item.deleted}
 
-    # The interface pyoai calls ----------------------------------------------------------
+    # The interface oaipmh calls ----------------------------------------------------------
 
     def identify(self):
         return common.Identify(
@@ -75,7 +71,7 @@ class Repository:
             granularity=self.granularity, compression=["identity"],
             toolkit_description=False)
 
-    def listMetadataFormats(self, identifier=None):  # noqa: N802 (pyoai's names)
+    def listMetadataFormats(self, identifier=None):  # noqa: N802 (oaipmh's names)
         schemas = {"oai_dc": ("http://www.openarchives.org/OAI/2.0/oai_dc.xsd",
                               oai_server.NS_OAIDC),
                    "feedpub": ("https://feedpub.example.org/oai-record.xsd", FEEDPUB_NS)}
@@ -119,7 +115,7 @@ def now() -> datetime:
 
 
 def old(day: int) -> datetime:
-    return datetime(2020, 1, day, 12)  # noqa: DTZ001 (pyoai's datestamps are naive UTC)
+    return datetime(2020, 1, day, 12)  # noqa: DTZ001 (oaipmh's datestamps are naive UTC)
 
 
 def feedpub_writer(element, metadata) -> None:
@@ -150,15 +146,12 @@ class OaiServer:
 
 
 @pytest.fixture
-def oai(monkeypatch):
-    # pyoai 2.5.0 decodes its resumptionTokens with cgi.parse_qs, gone since Python 3.8
-    # (infrae/pyoai#56; fixed upstream, unreleased): give it back the urllib one.
-    monkeypatch.setattr(oai_server.cgi, "parse_qs", urllib.parse.parse_qs, raising=False)
+def oai():
     repository = Repository()
     registry = MetadataRegistry()
     registry.registerWriter("oai_dc", oai_server.oai_dc_writer)
     registry.registerWriter("feedpub", feedpub_writer)
-    pyoai = oai_server.BatchingServer(repository, metadata_registry=registry,
+    server = oai_server.BatchingServer(repository, metadata_registry=registry,
                                       resumption_batch_size=3)
     received: list[dict[str, str]] = []
 
@@ -170,7 +163,7 @@ def oai(monkeypatch):
             received.append(dict(arguments))
             if served.break_tokens and "resumptionToken" in arguments:
                 arguments["resumptionToken"] = "garbled"
-            body = pyoai.handleRequest(arguments)
+            body = server.handleRequest(arguments)
             self.send_response(200)
             self.send_header("Content-Type", "text/xml; charset=utf-8")
             self.send_header("Content-Length", str(len(body)))
@@ -270,7 +263,7 @@ def test_nothing_changed_is_a_complete_run_that_moves_from(oai, tmp_path):
     state = tmp_path / "oai.state"
     harvest(oai.url, format="oai-pmh", state_path=state)
 
-    again = harvest(oai.url, state_path=state)  # pyoai answers noRecordsMatch
+    again = harvest(oai.url, state_path=state)  # oaipmh answers noRecordsMatch
 
     assert again.complete, again.warnings
     assert again.summary.entries_applied == 0

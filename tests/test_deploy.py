@@ -741,34 +741,70 @@ def requirement_name(line: str) -> str:
     return re.split(r"[\[=<>!~;\s]", line, maxsplit=1)[0].lower().replace("_", "-")
 
 
-def test_the_image_pins_every_package_it_installs():
+def constraint_pins() -> dict[str, str]:
+    """deploy/constraints.txt: package name (normalised) -> its pinned version."""
+    return dict(line.lower().replace("_", "-").split("==") for line in
+                (ROOT / "deploy" / "constraints.txt").read_text().splitlines()
+                if line and not line.startswith("#"))
+
+
+# The consumer tools are neither a range nor pinned here: the server requires them at its own
+# version (the two are released together) and the image installs them from consumer/; what
+# they pull in is pinned.
+OURS = {"feedpub-consumer"}
+
+
+def direct_dependencies(*, ours: bool = True) -> list[str]:
+    """Both distributions' dependencies (pyproject.toml and consumer/pyproject.toml); without
+    `ours`, leaving out the consumer tools themselves."""
     import tomllib
+
+    from packaging.requirements import Requirement
+
+    return [line for path in ("pyproject.toml", "consumer/pyproject.toml")
+            for line in tomllib.loads((ROOT / path).read_text())["project"]["dependencies"]
+            if ours or Requirement(line).name not in OURS]
+
+
+def test_the_package_asks_for_ranges_and_only_the_image_pins():
+    from packaging.requirements import Requirement
+
+    for line in direct_dependencies(ours=False):
+        requirement = Requirement(line)
+        operators = {spec.operator for spec in requirement.specifier}
+        # A lower bound (the oldest release series CI tests) and an upper one (the next
+        # release not tested).
+        assert ">=" in operators, f"{line}: no lower bound"
+        assert "<" in operators, f"{line}: no upper bound"
+        assert not operators & {"==", "===", "~="}, f"{line}: pinned in pyproject.toml"
+
+
+def test_every_pin_of_the_image_is_inside_the_supported_range():
+    from packaging.requirements import Requirement
+
+    pins = constraint_pins()
+    for line in direct_dependencies(ours=False):
+        requirement = Requirement(line)
+        pin = pins[requirement.name.lower()]
+        assert requirement.specifier.contains(pin), \
+            f"deploy/constraints.txt pins {requirement.name}=={pin}, outside {line!r}"
+
+
+def test_the_image_pins_every_package_it_installs():
     from importlib.metadata import requires
 
     from packaging.requirements import Requirement
 
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert "-c deploy/constraints.txt" in dockerfile
-    pins = dict(line.lower().replace("_", "-").split("==") for line in
-                (ROOT / "deploy" / "constraints.txt").read_text().splitlines()
-                if line and not line.startswith("#"))
-    # The consumer tools are not pinned here: the image installs them from consumer/ (the
-    # server requires them at its own version); what they pull in is.
-    ours = {"feedpub-consumer"}
-    direct = [line for path in ("pyproject.toml", "consumer/pyproject.toml")
-              for line in tomllib.loads((ROOT / path).read_text())["project"]["dependencies"]]
-    for line in direct:  # versions the pyproject.toml files allow
-        requirement = Requirement(line)
-        if requirement.name in ours:
-            continue
-        pin = pins[requirement.name.lower()]
-        assert requirement.specifier.contains(pin), f"{line}: {pin}"
+    pins = constraint_pins()
+    direct = direct_dependencies()
     # ...and everything they pull in here, with their extras (psycopg[binary], ...).
     seen, todo = set(), [Requirement(line) for line in direct]
     while todo:
         requirement = todo.pop()
         name = requirement.name.lower().replace("_", "-")
-        assert name in pins or name in ours, (
+        assert name in pins or name in OURS, (
             f"{name} is installed but not pinned in deploy/constraints.txt")
         for extra in [*requirement.extras, ""]:
             if (name, extra) in seen:

@@ -7,6 +7,8 @@ from django.contrib.auth.models import Permission
 from django.db.models import Q
 from rest_framework import authentication
 
+from archives.db import django_internals
+
 MODEL_BACKEND = "django.contrib.auth.backends.ModelBackend"
 
 
@@ -21,9 +23,9 @@ class TokenAuthentication(authentication.TokenAuthentication):
         user, token = super().authenticate_credentials(key)  # refuses inactive users
         if not user.is_superuser and settings.AUTHENTICATION_BACKENDS == [MODEL_BACKEND]:
             # What ModelBackend.get_all_permissions() would find and keep.
-            user._perm_cache = {
+            django_internals.cache_permissions(user, {
                 f"{app_label}.{codename}" for app_label, codename in
                 Permission.objects.filter(Q(user=user) | Q(group__user=user))
                 .values_list("content_type__app_label", "codename").distinct()
-            }
+            })
         return user, token

@@ -18,6 +18,9 @@
   reads each entry once), without the ORM's per-row costs.
 - `oai_records`: a page of records in (datestamp, id) order, for OAI-PMH's lists
   (archives/oai/repository.py), without the ORM's per-row and compiling costs.
+
+What these reach of Django's and psycopg's insides (the ORM's compiler, the psycopg cursor
+beneath Django's) is in archives/db/django_internals.py and psycopg_internals.py.
 """
 
 from __future__ import annotations
@@ -28,17 +31,17 @@ import uuid
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 
-import psycopg
 from django.db import connection, connections, models
 from django.db.backends.base.base import BaseDatabaseWrapper
 
+from archives.db import django_internals, psycopg_internals
 from archives.models import ArchivePage, Entry, Feed, Record
 
-# Compiled lookups live on the connection (one per thread and alias) that runs them, so
-# each compiler and its converters belong to it, and go when it does. (Not in a
-# WeakKeyDictionary of connections: its values, holding the compiler that holds the
-# connection, kept every connection alive, and under ASGI, where Django serves each request
-# in a thread of its own, one more for every request.)
+# Compiled lookups (archives/db/django_internals.py) live on the connection (one per thread
+# and alias) that runs them, so each compiler and its converters belong to it, and go when
+# it does. (Not in a WeakKeyDictionary of connections: its values, holding the compiler
+# that holds the connection, kept every connection alive, and under ASGI, where Django
+# serves each request in a thread of its own, one more for every request.)
 COMPILED = "_feedpub_compiled_lookups"
 
 
@@ -65,23 +68,15 @@ def _feed_by(lookup: str, value, db: BaseDatabaseWrapper) -> Feed:
     compiled = lookups.get(lookup)
     if compiled is None:
         # One row: no ORDER BY.
-        query = Feed.objects.using(db.alias).filter(**{lookup: value}).order_by().query
-        compiler = query.get_compiler(connection=db)
-        sql, _ = compiler.as_sql()
-        columns = [column for column, _, _ in compiler.select]
-        compiled = lookups[lookup] = (
-            sql, [column.target.attname for column in columns],
-            compiler, compiler.get_converters(columns),
-        )
-    sql, names, compiler, converters = compiled
+        compiled = lookups[lookup] = django_internals.compile_select(
+            Feed.objects.using(db.alias).filter(**{lookup: value}).order_by(), db)
+    sql, names, first_row = compiled
     with db.cursor() as cursor:
         cursor.execute(sql, [value])
         rows = cursor.fetchall()
     if not rows:
         raise Feed.DoesNotExist(f"No feed {value!r}")
-    values = next(iter(compiler.apply_converters(rows, converters))) if converters \
-        else rows[0]
-    return Feed.from_db(db.alias, names, values)
+    return Feed.from_db(db.alias, names, first_row(rows))
 
 
 def existing_records(feed: Feed, keys: list[str]):
@@ -235,9 +230,7 @@ def live_records(feed: Feed, cut_updated: datetime, *, after_key: str | None,
     postgresql = connection.vendor == "postgresql"
     with connection.cursor() as cursor:
         if postgresql:
-            from psycopg.types.datetime import TimestamptzLoader
-
-            cursor.cursor.adapters.register_loader("timestamptz", TimestamptzLoader)
+            psycopg_internals.load_timestamps_in_c(cursor)
         cursor.execute(live_records_sql(after_key=after_key is not None), params)
         rows = cursor.fetchall()
     loads = json.loads
@@ -274,9 +267,7 @@ def entry_rows(feed: Feed, first_seq: int, last_seq: int | None, *,
     postgresql = connection.vendor == "postgresql"
     with connection.cursor() as cursor:
         if postgresql:
-            from psycopg.types.datetime import TimestamptzLoader
-
-            cursor.cursor.adapters.register_loader("timestamptz", TimestamptzLoader)
+            psycopg_internals.load_timestamps_in_c(cursor)
         cursor.execute(entry_rows_sql(last=last_seq is not None, newest_first=newest_first),
                        params)
         rows = cursor.fetchall()
@@ -330,9 +321,7 @@ def oai_records(*, feed_id: int | None, start: datetime | None, end: datetime | 
     postgresql = connection.vendor == "postgresql"
     with connection.cursor() as cursor:
         if postgresql:
-            from psycopg.types.datetime import TimestamptzLoader
-
-            cursor.cursor.adapters.register_loader("timestamptz", TimestamptzLoader)
+            psycopg_internals.load_timestamps_in_c(cursor)
         cursor.execute(sql, [*params, limit])
         rows = cursor.fetchall()
     if postgresql:
@@ -391,8 +380,7 @@ def page_bodies(ids: list[int]) -> dict[int, tuple[bytes, bytes | None, bytes | 
     if connection.vendor != "postgresql":
         rows = ArchivePage.objects.filter(pk__in=ids).values_list(*PAGE_BODY_COLUMNS)
     else:
-        connection.ensure_connection()
-        with psycopg.Cursor(connection.connection) as cursor:
+        with psycopg_internals.binary_cursor(connection) as cursor:
             rows = cursor.execute(PAGE_BODIES_SQL, [ids], binary=True).fetchall()
     return {pk: tuple(None if body is None else bytes(body) for body in bodies)
             for pk, *bodies in rows}

@@ -29,7 +29,7 @@ from django.db.models.functions import Lower
 from django.dispatch import receiver
 from django.utils import timezone
 
-from archives.db import address, fastsql, schemas
+from archives.db import address, django_internals, fastsql, schemas
 from archives.db.heads import announce
 from archives.documents import base
 from archives.models import Entry, Feed, Record, RecordSchema, Snapshot
@@ -358,8 +358,7 @@ def _insert_records(records: list[Record], as_json: _JsonOnce) -> None:
             record.pk = pk
         fastsql.copy_rows(Record, RECORD_COLUMNS, (_record_row(record, as_json)
                                                    for record in records))
-    for record in records:
-        record._state.adding, record._state.db = False, "default"  # as bulk_create leaves it
+    django_internals.mark_saved(records)  # as bulk_create leaves them
 
 
 def _record_row(record: Record, as_json: _JsonOnce) -> tuple:
