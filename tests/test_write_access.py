@@ -75,9 +75,10 @@ def two_feeds(db):
 
 def test_the_record_forms_feed_select_shows_titles_and_slugs(admin_client, two_feeds):
     form = page(admin_client.get("/admin/archives/record/add/"))
-    options = [text.strip() for text in form.xpath("//select[@name='feed']/option/text()")]
-    assert options == ["---------", "Historic maps (maps)",
-                       "Theses of New Zealand (nz-theses)"]
+    # (The empty choice's label is Django's own, and differs between releases.)
+    options = [text.strip() for text in
+               form.xpath("//select[@name='feed']/option[@value!='']/text()")]
+    assert options == ["Historic maps (maps)", "Theses of New Zealand (nz-theses)"]
 
 
 @pytest.mark.parametrize("model", ["record", "entry", "archivepage"])
