@@ -217,6 +217,19 @@ def test_each_entry_names_the_version_it_was_checked_under_in_the_linked_pages(
         1, 1, 2, None, None]
 
 
+def test_the_schema_in_force_sent_again_reads_no_record(api, books):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    for n in range(3):
+        put(api, f"r{n}", {"year": 1800 + n})
+    with CaptureQueriesContext(connection) as queries:
+        answer = api.patch("/api/feeds/books/", {"title": "Books", "record_schema": BOOK},
+                           format="json")
+    assert answer.status_code == 200
+    assert not [q["sql"] for q in queries if '"metadata"' in q["sql"]]
+
+
 def test_a_schema_removed_and_declared_again_is_a_new_version(api, books):
     api.patch("/api/feeds/books/", {"record_schema": None}, format="json")
     assert api.get("/api/feeds/books/").json()["schema"] is None
