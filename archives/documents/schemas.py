@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from functools import cached_property
 from typing import Self
 
 from archives.models import Feed, RecordSchema
@@ -48,9 +49,11 @@ class SchemaVersionDocument(Document):
                              SCHEMA_TYPE)] if older else [])]
 
     def body(self) -> bytes:
-        if "_body" not in self.__dict__:
-            self._body = json.dumps(self.row.schema, ensure_ascii=False, indent=2).encode()
-        return self._body
+        return self._bytes
+
+    @cached_property
+    def _bytes(self) -> bytes:  # (the ETag is their hash: rendered once)
+        return json.dumps(self.row.schema, ensure_ascii=False, indent=2).encode()
 
 
 class CurrentSchemaDocument(SchemaVersionDocument):
