@@ -397,6 +397,7 @@ SPECTACULAR_SETTINGS = {
     "PREPROCESSING_HOOKS": ["archives.api.schema.canonical_routes_only"],
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
                              "archives.api.schema.closed_request_bodies",
+                             "archives.api.schema.metadata_values",
                              "archives.api.schema.blank_in_the_pattern",
                              "archives.api.schema.token_first"],
 }

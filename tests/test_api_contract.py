@@ -7,14 +7,17 @@ schemathesis against a served API for the rest.)"""
 from __future__ import annotations
 
 import json
+import random
 import re
 
+import jsonschema_rs
 import pytest
 from django.core.exceptions import ValidationError
 from rest_framework.test import APIClient
 
 from archives import validation
 from archives.log import publishing
+from archives.models import Feed
 
 from .factories import FeedFactory, record_data
 from .test_api import FEED_PERMS, RECORD_PERMS, UserFactory, token_client, url
@@ -282,3 +285,221 @@ def test_the_lists_document_the_400_of_a_bad_cursor_and_if_match_the_412(schema)
     for method, operation in schema["paths"]["/api/feeds/{slug}/records/{key}"].items():
         if any(p["name"] == "If-Match" for p in operation.get("parameters", [])):
             assert "412" in operation["responses"], method
+
+
+# What the schema allows, the API takes: schemathesis (.ci/contract) sends values the
+# published schema allows and calls a 400 for one of them a broken contract. Here the
+# published schema is read by jsonschema-rs, the engine schemathesis checks its generated
+# values with (ECMA-262 regexes, as OpenAPI means), and held to the write path's rules.
+
+
+def as_json_schema(node):
+    """An OpenAPI 3.0 schema as JSON Schema: `nullable: true` becomes "or null"."""
+    if isinstance(node, list):
+        return [as_json_schema(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    converted = {name: as_json_schema(value) for name, value in node.items()
+                 if name != "nullable"}
+    return {"anyOf": [converted, {"type": "null"}]} if node.get("nullable") else converted
+
+
+def published(schema: dict, component: str, *path: str):
+    """A validator of the published schema of `component` (or of one of its properties)."""
+    target: dict = {"$ref": f"#/components/schemas/{component}"}
+    if path:
+        target = schema["components"]["schemas"][component]
+        for step in path:
+            target = target["properties"][step]
+    document = as_json_schema({**target, "components": schema["components"]})
+    return jsonschema_rs.validator_for(document)
+
+
+def taken_by_the_api(api, record: dict) -> bool:
+    response = api.put(url("k1"), record, format="json")
+    assert response.status_code in (200, 201, 400), response.content
+    return response.status_code != 400
+
+
+@pytest.mark.parametrize("record_schema", [[None, None], [], "{}", 0, True])
+def test_a_record_schema_that_is_no_object_is_refused_by_the_schema_as_by_the_api(
+        schema, api, record_schema):
+    body = {"slug": "films", "title": "Films", "record_schema": record_schema}
+
+    assert not published(schema, "FeedRequest").is_valid(body)
+    assert refused(api.post("/api/feeds/", body, format="json"), "record_schema") == [
+        "Must be a JSON object."]
+
+
+@pytest.mark.parametrize("record_schema", [None, {}, {"type": "object"},
+                                           {"type": ["object", "null"]},
+                                           {"$schema": validation.SCHEMA_DIALECT}])
+def test_a_record_schema_the_schema_allows_is_taken(schema, api, record_schema):
+    body = {"slug": "films", "title": "Films", "record_schema": record_schema}
+
+    assert published(schema, "FeedRequest").is_valid(body)
+    assert api.post("/api/feeds/", body, format="json").status_code == 201
+
+
+@pytest.mark.parametrize("record_schema", [
+    {"type": "string"}, {"type": ["string"]}, {"type": []},
+    {"$schema": "http://json-schema.org/draft-07/schema#"}, {"x": "\x0b"}])
+def test_a_record_schema_the_schema_refuses_is_refused(schema, api, record_schema):
+    body = {"slug": "films", "title": "Films", "record_schema": record_schema}
+
+    assert not published(schema, "FeedRequest").is_valid(body)
+    assert refused(api.post("/api/feeds/", body, format="json"), "record_schema")
+
+
+@pytest.mark.parametrize("metadata", [
+    {"note": "a\x0b"}, {"deep": [{"x": ["\x00"]}]}, {"n": "\ufffe"}, {"n": "\uffff"}])
+def test_metadata_with_a_string_xml_cannot_carry_is_refused_by_the_schema_as_by_the_api(
+        schema, api, metadata):
+    FeedFactory(slug="books")
+    record = {"title": "One", "metadata": metadata}
+
+    assert not published(schema, "RecordBodyRequest").is_valid(record)
+    assert not taken_by_the_api(api, record)
+
+
+@pytest.mark.parametrize("metadata", [
+    {"note": "tab\there", "n": None, "x": [1.5, True, {"y": "漢字 🦉"}]}, {"": ""},
+    {"nel": "\x85", "bom": "\ufeff"}])
+def test_metadata_the_schema_allows_is_taken(schema, api, metadata):
+    FeedFactory(slug="books")
+    record = {"title": "One", "metadata": metadata}
+
+    assert published(schema, "RecordBodyRequest").is_valid(record)
+    assert taken_by_the_api(api, record)
+
+
+def test_the_schema_says_metadata_names_are_xml_text_too(schema, api):
+    # OpenAPI 3.0 has no propertyNames: the rule is in the description (and refused).
+    FeedFactory(slug="books")
+    description = schema["components"]["schemas"]["RecordBodyRequest"]["properties"][
+        "metadata"]["description"]
+
+    assert "names included" in description
+    assert not taken_by_the_api(api, {"title": "One", "metadata": {"a\x0b": 1}})
+
+
+HREFS = [
+    "https://example.org", "HTTP://Example.ORG:8443/a?b=1#c", "https://üñí.example/ä?ö#ü",
+    "https://user:pw@e.org/", "https://e.org?q", "https://e.org#f", "https://e.org\\x",
+    "urn:isbn:0451450523", "tag:example.org,2024:x", "URN:x", "0", "", "relative/path",
+    "/absolute/path", "//e.org/x", "https://e.org/x y", " https://e.org/", "https://e.org/\t",
+    "https://e.org/\n", "https://e.org/\x0b", "https://e.org/\ufffe", "https://e.org/\x85",
+    "https://e.org/\u3000", "https://e.org/\ufeff", "https:///path", "https://", "http:e.org",
+    "https://[::1]/x", "https://a\uff03b/", "ftp://e.org/", "mailto:a@e.org", "urn:", "urn:?x",
+    "urn://x/y", "tag:#f", "https://e.org/" + "x" * 1990,
+]
+RELS = ["", "alternate", "related", "enclosure", "Related", "a b", "1x", "x.y-z",
+        "http://www.iana.org/assignments/relation/related",
+        "http://www.iana.org/assignments/relation/Foo", "https://e.org/rels/x", "urn:x:y"]
+MEDIA_TYPES = ["", "text/html", "text/html; charset=utf-8", "text/html;charset=\"utf-8\"",
+               "text/html ;\tq=1", "text/html;\nq=1", "text", "text/", "/html",
+               "text/html; a=\"\x0b\"", "text/html; a=\"\ufffe\"", "image/svg+xml",
+               "text/html;a=\"b c\""]
+
+
+def test_the_link_patterns_of_the_schema_are_the_link_rules(schema):
+    link = schema["components"]["schemas"]["LinkRequest"]
+
+    def by_schema(**fields):
+        return published(schema, "LinkRequest").is_valid(fields)
+
+    def by_rule(**fields):
+        try:
+            validation.clean_record({"title": "t", "links": [fields]})
+        except ValidationError:
+            return False
+        return True
+
+    for href in HREFS:
+        assert by_schema(href=href) == by_rule(href=href), repr(href)
+    for rel in RELS:
+        assert by_schema(href="urn:x", rel=rel) == by_rule(href="urn:x", rel=rel), repr(rel)
+    for kind in MEDIA_TYPES:  # (related: an alternate of text/html is feedpub's own)
+        assert by_schema(href="urn:x", rel="related", type=kind) == by_rule(
+            href="urn:x", rel="related", type=kind), repr(kind)
+    # The rule is the pattern: the write path reads the same constant.
+    assert link["properties"]["href"]["pattern"] == validation.ABSOLUTE_URI_PATTERN.replace(
+        r"\x", r"\u00")
+
+
+def test_the_href_pattern_agrees_with_the_rule_on_strings_made_of_hard_characters(schema):
+    # A fixed sample, as schemathesis would draw it: schemes, separators, and characters
+    # on either side of each class the pattern names.
+    pattern = published(schema, "LinkRequest", "href")
+    pieces = ["https://", "http://", "urn:", "tag:", "HTTP://", "e.org", "/", "?", "#", "[",
+              "]", ":", "@", " ", "\t", "\x0b", "\x85", "\xa0", "\u2028", "\ufeff", "\ufffe",
+              "\uff03", "\u2100", "ü", "%20", "x", "1", ",", "\\"]
+    draw = random.Random(30)
+    for _ in range(3000):
+        href = "".join(draw.choice(pieces) for _ in range(draw.randint(1, 6)))
+        assert pattern.is_valid(href) == validation._is_absolute_uri(href), repr(href)
+
+
+@pytest.mark.parametrize("text", [
+    "Moby-Dick", "", " ", "\t\n", "a\x0b", "a\x00", "\ufffe", "\uffff", "a\ufffe", "\x85",
+    "\ufeff", "\u3000", "\u180e", "\u200b", " \x85 ", "漢字 🦉", "\u00a0", "\x1f"])
+def test_the_text_patterns_read_as_ecma_262_are_the_xml_and_blank_rules(schema, text):
+    body = "RecordBodyRequest"
+
+    assert published(schema, body, "summary").is_valid(text) == (
+        validation.xml_problem(text) is None), repr(text)
+    try:
+        validation.clean_record({"title": text})
+        title_rule = True
+    except ValidationError:
+        title_rule = False
+    assert published(schema, body, "title").is_valid(text) == title_rule, repr(text)
+
+
+def test_a_lone_surrogate_is_refused_and_no_schema_string_holds_one(schema, api):
+    # JSON text may escape one ("\ud800"); it is no Unicode character, so no JSON Schema
+    # string (and nothing schemathesis sends): the patterns leave it out, the rule refuses it.
+    FeedFactory(slug="books")
+    for text in ("\ud800", "a\udfff"):
+        assert validation.xml_problem(text)
+        assert not validation._is_absolute_uri("https://e.org/" + text)
+    body = '{"title": "One", "metadata": {"x": "\\ud800"}}'
+    response = api.generic("PUT", url("k1"), body, content_type="application/json")
+    assert refused(response, "metadata")
+
+
+# A slug another feed has: the request is valid, the data refuses it (409, not 400)
+
+
+def test_a_taken_slug_is_a_409_naming_the_feed_that_has_it_and_the_schema_says_so(schema, api):
+    FeedFactory(slug="books")
+    FeedFactory(slug="films")
+
+    created = api.post("/api/feeds/", {"slug": "books", "title": "Again"}, format="json")
+    renamed = api.patch("/api/feeds/films/", {"slug": "BOOKS"}, format="json")
+
+    for response in (created, renamed):
+        assert response.status_code == 409, response.content
+        assert "'books'" in response.json()["errors"]["slug"][0]
+    for method, path in (("post", "/api/feeds/"), ("patch", "/api/feeds/{slug}/")):
+        assert "409" in schema["paths"][path][method]["responses"], method
+    assert sorted(Feed.objects.values_list("slug", flat=True)) == ["books", "films"]
+
+
+def test_a_taken_slug_with_an_invalid_body_is_a_400_for_the_body(api):
+    FeedFactory(slug="books")
+
+    response = api.post("/api/feeds/", {"slug": "books", "title": "t", "record_schema": []},
+                        format="json")
+
+    assert refused(response, "record_schema")
+
+
+@pytest.mark.parametrize(("name", "value"), [("type", {}), ("type", []), ("type", 0),
+                                             ("rel", []), ("rel", {}), ("rel", False)])
+def test_a_link_rel_or_type_of_another_type_than_a_string_is_refused(schema, api, name, value):
+    FeedFactory(slug="books")
+    record = {"title": "One", "links": [{"href": "https://e.org/", name: value}]}
+
+    assert not published(schema, "RecordBodyRequest").is_valid(record)
+    assert refused(api.put(url("k1"), record, format="json"), "links")

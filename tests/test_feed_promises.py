@@ -119,8 +119,9 @@ def test_a_feed_without_entries_can_be_renamed_and_deleted_with_its_snapshot(api
 @pytest.mark.parametrize("slug", ["Books", "BOOKS", "books"])
 def test_a_new_slug_differing_only_in_case_is_refused_naming_the_existing_one(api, feed,
                                                                               slug):
+    # 409: the request is valid (its schema cannot know the slugs taken); the data refuses it.
     body = refusal(api.post("/api/feeds/", {"slug": slug, "title": "Again"}, format="json"),
-                   400)
+                   409)
 
     assert list(body["errors"]) == ["slug"]
     assert "'books'" in body["errors"]["slug"][0]
@@ -130,7 +131,7 @@ def test_a_new_slug_differing_only_in_case_is_refused_naming_the_existing_one(ap
 def test_a_rename_to_a_slug_differing_only_in_case_is_refused(api, feed):
     FeedFactory(slug="films")
 
-    body = refusal(api.patch("/api/feeds/films/", {"slug": "Books"}, format="json"), 400)
+    body = refusal(api.patch("/api/feeds/films/", {"slug": "Books"}, format="json"), 409)
     own_case = api.patch("/api/feeds/films/", {"slug": "Films"}, format="json")
 
     assert "'books'" in body["errors"]["slug"][0]
@@ -147,7 +148,7 @@ def test_a_slug_another_writer_took_meanwhile_is_refused_naming_it(api, monkeypa
             Feed.objects.create(slug="race", title="Race")
 
     monkeypatch.setattr(Feed, "full_clean", other_writer_after_the_checks)
-    body = refusal(api.post("/api/feeds/", {"slug": "Race", "title": "t"}, format="json"), 400)
+    body = refusal(api.post("/api/feeds/", {"slug": "Race", "title": "t"}, format="json"), 409)
 
     assert "'race'" in body["errors"]["slug"][0]
     assert list(Feed.objects.values_list("slug", flat=True)) == ["race"]

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -387,26 +388,46 @@ def test_sealing_after_commit_can_be_switched_off(feed, settings,
     "https://user:pw@example.org/", "https://example.org:port/", "https://e.org/\u2028",
     "https://e.org/" + "x" * 2000, "ftp://example.org/", "urn:isbn:0451450523", "urn:",
     "tag:example.org,2024:x", "https://e.org?q", "https://e.org#f", "https://e..org/ü?ä=1",
-    "https://e.org\\x", " https://e.org/", "https://e.org/\t",
+    "https://e.org\\x", " https://e.org/", "https://e.org/\t", "https://a\uff03b/",
+    "https://a\u2100b/", "urn://host/x", "urn:/x", "tag:?q", "https://e.org/\u0085",
 ])
-def test_the_plain_url_shortcut_gives_urlsplits_answer(href):
+def test_every_href_the_rule_takes_urlsplit_reads_as_that_kind_of_uri(href):
+    """What reads a stored href (the record's page, consumers) may use urlsplit: it must
+    never raise on one, and must find its scheme, and the host of an http(s) one."""
     from urllib.parse import urlsplit
 
     from archives import validation
 
-    def by_urlsplit(text):
-        if (len(text) > validation.MAX_HREF_LENGTH or validation.xml_problem(text)
-                or any(c.isspace() for c in text)):
-            return False
-        try:
-            parts = urlsplit(text)
-        except ValueError:
-            return False
-        if parts.scheme.lower() in {"http", "https"}:
-            return bool(parts.netloc)
-        return parts.scheme.lower() in {"urn", "tag"} and bool(parts.path)
+    if not validation._is_absolute_uri(href):
+        return
+    parts = urlsplit(href)
+    assert parts.scheme.lower() in validation.LINK_SCHEMES
+    assert bool(parts.netloc) == (parts.scheme.lower() in {"http", "https"})
+    assert parts.path or parts.netloc
 
-    assert validation._is_absolute_uri(href) == by_urlsplit(href)
+
+def test_the_host_part_excludes_every_character_urlsplit_refuses_there():
+    import sys
+    import unicodedata
+
+    from archives import validation
+
+    # urlsplit refuses a non-ASCII host part whose NFKC form gains / ? # @ or :.
+    refused = {chr(c) for c in range(0x80, sys.maxunicode + 1)
+               if any(mark in unicodedata.normalize("NFKC", chr(c)) for mark in "/?#@:")}
+
+    assert refused == set(re.findall(f"[{validation.NETLOC_UNSAFE_CLASS}]",
+                                     "".join(map(chr, range(0x80, 0x10000)))))
+
+
+def test_the_whitespace_class_is_what_python_calls_whitespace():
+    import sys
+
+    from archives import validation
+
+    spelt_out = re.compile(f"[{validation.WHITESPACE_CLASS}]")
+    assert all(bool(spelt_out.match(chr(c))) == chr(c).isspace()
+               for c in range(sys.maxunicode + 1))
 
 
 def test_a_producers_text_html_alternate_is_refused_saying_what_to_do_instead(feed):

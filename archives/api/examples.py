@@ -170,5 +170,7 @@ ERRORS = {
     429: {"detail": "Request was throttled. Expected available in 42 seconds."},
     503: {"detail": "The database is unavailable; try again shortly."},
 }
+SLUG_TAKEN = "The feed 'books' has this slug already; choose another."
+CREATE_CONFLICT = {"detail": f"slug: {SLUG_TAKEN}", "errors": {"slug": [SLUG_TAKEN]}}
 BATCH_INVALID = {"detail": "1 operation(s) are invalid; nothing was applied.",
                  "errors": {"operations": {"1": _refusal(validation.clean_key, "a b")}}}

@@ -29,6 +29,7 @@ from archives.log.publishing import (
     FeedPromised,
     PreconditionFailed,
     SchemaConflict,
+    SlugTaken,
 )
 from archives.models import Feed, Record
 from archives.serving.negotiation import json_error
@@ -86,7 +87,8 @@ def as_drf(error: DjangoValidationError) -> serializers.ValidationError:
 
 def handle(exc: Exception, context: dict) -> Response | None:
     """REST_FRAMEWORK["EXCEPTION_HANDLER"]: the write path's errors as JSON answers."""
-    if isinstance(exc, FeedPromised | SchemaConflict):  # before ValidationError: a state
+    # Before ValidationError, which they are: the data refuses a valid request.
+    if isinstance(exc, FeedPromised | SchemaConflict | SlugTaken):
         exc = Conflict(exc)
     elif isinstance(exc, BatchError):
         errors = {"operations": {str(index): why for index, why in exc.errors.items()}}

@@ -8,7 +8,28 @@ import re
 from drf_spectacular import openapi
 from rest_framework.permissions import SAFE_METHODS
 
+from archives import validation
+
 from .permissions import ModelPermissionsOrReadOnly
+
+# A value in a record's metadata (and in a record schema), at any depth: its strings are
+# XML text (archives.validation checks every one). Added by metadata_values.
+METADATA_VALUE_NAME = "MetadataValue"
+METADATA_VALUE = f"#/components/schemas/{METADATA_VALUE_NAME}"
+# JSON Schema's own names of types (draft 2020-12's meta-schema, simpleTypes).
+JSON_SCHEMA_TYPES = ("array", "boolean", "integer", "null", "number", "object", "string")
+# What check_record_schema requires of a record schema's own keywords.
+RECORD_SCHEMA_KEYWORDS = {
+    "$schema": {"type": "string", "enum": [validation.SCHEMA_DIALECT,
+                                           validation.SCHEMA_DIALECT + "#"]},
+    "type": {"anyOf": [
+        {"type": "string", "enum": ["object"]},
+        # A list of types with "object" among them: not every item is another type.
+        {"type": "array", "minItems": 1, "uniqueItems": True,
+         "items": {"type": "string", "enum": list(JSON_SCHEMA_TYPES)},
+         "not": {"items": {"not": {"enum": ["object"]}}}},
+    ]},
+}
 
 
 class AutoSchema(openapi.AutoSchema):
@@ -44,6 +65,24 @@ def closed_request_bodies(result, **kwargs):
     for name, component in result.get("components", {}).get("schemas", {}).items():
         if name.endswith("Request") and "properties" in component:
             component["additionalProperties"] = False
+    return result
+
+
+def metadata_values(result, **kwargs):
+    """The component METADATA_VALUE names: any JSON value whose strings, at any depth,
+    match archives.validation's XML text pattern."""
+    value = {"$ref": METADATA_VALUE}
+    result.setdefault("components", {}).setdefault("schemas", {})[METADATA_VALUE_NAME] = {
+        "description": "Any JSON value; every string in it must be XML 1.0 text.",
+        "nullable": True,
+        "anyOf": [
+            {"type": "string", "pattern": validation.XML_TEXT_PATTERN},
+            {"type": "number"},
+            {"type": "boolean"},
+            {"type": "array", "items": value},
+            {"type": "object", "additionalProperties": value},
+        ],
+    }
     return result
 
 

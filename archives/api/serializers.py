@@ -12,16 +12,17 @@ from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.validators import RegexValidator
 from django.urls import reverse
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from archives import validation
 from archives.db import schemas
 from archives.documents.records import record_json
 from archives.documents.urls import schema_url
-from archives.log import publishing
 from archives.log.publishing import MAX_BATCH_OPERATIONS
 from archives.models import Feed, Record
 
+from . import schema
 from .exceptions import as_drf
 
 VIEW_DELETED_PERM = "archives.view_record"
@@ -76,10 +77,22 @@ class StrictFieldsMixin:
 XML_TEXT = RegexValidator(validation.XML_TEXT_PATTERN)
 NON_BLANK_XML_TEXT = RegexValidator(validation.NON_BLANK_XML_TEXT_PATTERN)
 
+# Metadata as the schema says it (archives.api.schema.metadata_values): an object whose
+# strings, at any depth, are XML text. (Its names are too, which OpenAPI 3.0 cannot say:
+# it has no propertyNames.)
+METADATA_SCHEMA = {"type": "object", "additionalProperties": {"$ref": schema.METADATA_VALUE}}
 
+
+@extend_schema_field(METADATA_SCHEMA)
+class MetadataField(serializers.DictField):
+    pass
+
+
+@extend_schema_field(METADATA_SCHEMA | {"properties": schema.RECORD_SCHEMA_KEYWORDS})
 class RecordSchemaField(serializers.JSONField):
     """The feed's record schema in force, read from its versions; what a write sets is
-    checked by the write path (archives.validation.check_record_schema), not here."""
+    checked by the write path (archives.validation.check_record_schema), not here: the
+    schema says what it can of that rule (a JSON object, its `$schema` and `type`)."""
 
     def get_attribute(self, feed: Feed) -> Any:
         return schemas.current_schema(feed)
@@ -109,8 +122,8 @@ class FeedSerializer(StrictFieldsMixin, serializers.ModelSerializer):
                   "record_schema", "schema"]
         read_only_fields = ["sealed_pages", "created"]
         extra_kwargs = {
-            # No UniqueValidator of the exact slug: validate_slug asks the write path,
-            # which also refuses it in another case and names the feed that has it.
+            # No UniqueValidator of the exact slug: the write path refuses a slug another
+            # feed has, in any case, naming that feed (publishing.SlugTaken: a 409).
             "slug": {"help_text": "The feed's URL name (letters, digits, - and _), unique "
                                   "whatever the case; fixed once the feed has an entry.",
                      "validators": []},
@@ -134,15 +147,6 @@ class FeedSerializer(StrictFieldsMixin, serializers.ModelSerializer):
     def get_records(self, feed: Feed) -> str:
         return self._absolute(reverse("api:record-list", args=[feed.slug]))
 
-    def validate_slug(self, slug: str) -> str:
-        if self.instance is not None and "slug" in self.instance.frozen_fields:
-            return slug  # a change is refused as such by the write path (409)
-        try:
-            publishing.check_slug(slug, feed=self.instance)
-        except DjangoValidationError as error:
-            raise serializers.ValidationError(error.message_dict["slug"]) from None
-        return slug
-
     def to_internal_value(self, data: Any) -> dict[str, Any]:
         # The body as sent, before CharField trims it: "a\u000b" must be refused, not
         # stored as "a" (validation's rule, the same as for records and the admin).
@@ -163,11 +167,14 @@ class LinkSerializer(serializers.Serializer):
     same as leaving it out)."""
 
     href = serializers.CharField(max_length=validation.MAX_HREF_LENGTH,
+                                 validators=[RegexValidator(validation.ABSOLUTE_URI_PATTERN)],
                                  help_text="An absolute http, https, urn or tag URI.")
     rel = serializers.CharField(required=False, default="alternate", allow_null=True,
-                                allow_blank=True,
+                                allow_blank=True, max_length=validation.MAX_HREF_LENGTH,
+                                validators=[RegexValidator(validation.REL_PATTERN)],
                                 help_text="A relation name or an absolute URI.")
     type = serializers.CharField(required=False, allow_blank=True, allow_null=True,
+                                 validators=[RegexValidator(validation.MEDIA_TYPE_PATTERN)],
                                  help_text="A media type, type/subtype.")
     title = serializers.CharField(required=False, allow_blank=True, allow_null=True,
                                   max_length=validation.MAX_TITLE_LENGTH,
@@ -182,9 +189,9 @@ class RecordBodySerializer(serializers.Serializer):
     summary = serializers.CharField(required=False, allow_blank=True, allow_null=True,
                                     max_length=validation.MAX_SUMMARY_LENGTH,
                                     validators=[XML_TEXT])
-    metadata = serializers.DictField(
+    metadata = MetadataField(
         required=False, help_text=f"Any JSON object, at most {validation.MAX_METADATA_BYTES} "
-                                  "bytes; every string must be XML 1.0 text.")
+                                  "bytes; every string, names included, must be XML 1.0 text.")
     links = serializers.ListField(child=LinkSerializer(), required=False,
                                   max_length=validation.MAX_LINKS,
                                   help_text=f"At most {validation.MAX_LINKS} links.")

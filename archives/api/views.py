@@ -54,8 +54,9 @@ ERRORS = {
     404: "No such feed or record.",
     406: "The Accept header asks for no type this API answers in (JSON, or the "
          "browsable API's HTML).",
-    409: "The feed's state forbids the change: it has entries (its slug and page size are "
-         "fixed, it cannot be deleted), or the record is deleted.",
+    409: "The server's data forbids the change: another feed has the slug (in any case), "
+         "the feed has entries (its slug and page size are fixed, it cannot be deleted), "
+         "live records do not match the record schema, or the record is deleted.",
     411: "The body came chunked (Transfer-Encoding) without a Content-Length.",
     412: "If-Match does not match the record's current ETag: it changed meanwhile.",
     413: "The body is larger than FEEDPUB_API_MAX_BODY_BYTES (10 MiB by default).",
@@ -75,9 +76,12 @@ IF_MATCH = OpenApiParameter(
 )
 
 
-def errors(*codes: int, invalid: dict[str, Any] | None = None) -> dict[int, OpenApiResponse]:
-    """The refusals an operation may answer, each with an example (`invalid`: the 400's)."""
-    shown = examples.ERRORS | ({400: invalid} if invalid else {})
+def errors(*codes: int, invalid: dict[str, Any] | None = None,
+           conflict: dict[str, Any] | None = None) -> dict[int, OpenApiResponse]:
+    """The refusals an operation may answer, each with an example (`invalid`: the 400's,
+    `conflict`: the 409's)."""
+    shown = (examples.ERRORS | ({400: invalid} if invalid else {})
+             | ({409: conflict} if conflict else {}))
     return {code: OpenApiResponse(ErrorSerializer, ERRORS[code],
                                   examples=[OpenApiExample(f"{code}", value=shown[code])])
             for code in (*codes, *ANY)}
@@ -139,7 +143,11 @@ class FeedList(ApiView):
         return self.get_paginated_response(self.get_serializer(page, many=True).data)
 
     @extend_schema(summary="Create a feed",
-                   responses={201: FeedSerializer, **errors(400, 401, 403, *BODY)},
+                   description="A slug another feed has, in any case, is refused (409, "
+                               "naming that feed).",
+                   responses={201: FeedSerializer,
+                              **errors(400, 401, 403, 409, *BODY,
+                                       conflict=examples.CREATE_CONFLICT)},
                    examples=examples.FEED_CREATE + examples.FEED_ANSWER)
     def post(self, request: Request) -> Response:
         serializer = self.get_serializer(data=request.data)
@@ -168,7 +176,7 @@ class FeedDetail(ApiView):
         description="`slug` and `page_size` cannot change once the feed has an entry (409): "
                     "its record, archive and snapshot URLs, its OAI-PMH set and its pages' "
                     "ranges are promised from then on. A slug another feed has, in any "
-                    "case, is refused (400).",
+                    "case, is refused (409, naming that feed).",
         responses={200: FeedSerializer, **errors(400, 401, 403, 404, 409, *BODY)},
         examples=examples.FEED_CHANGE + examples.FEED_ANSWER,
     )

@@ -533,10 +533,14 @@ UNDELETABLE = (
 )
 
 
+class SlugTaken(ValidationError):
+    """A slug another feed has (a 409 at the API: the request is valid, the data refuses it)."""
+
+
 def check_slug(slug: Any, *, feed: Feed | None = None) -> None:
     """Refuse a slug another feed than `feed` has, in any case: `race` and `Race` would be
     one folder of exported pages on storage that ignores case (and one feed to a reader).
-    Raises ValidationError on "slug", naming the feed that has it."""
+    Raises SlugTaken on "slug", naming the feed that has it."""
     if not isinstance(slug, str):
         return  # not a slug at all: the field's own validation says so
     others = Feed.objects.alias(folded=Lower("slug")).filter(folded=slug.lower())
@@ -546,8 +550,8 @@ def check_slug(slug: Any, *, feed: Feed | None = None) -> None:
     if taken is not None:
         how = ("already" if taken == slug else
                "in another case (slugs are unique whatever their case)")
-        raise ValidationError({"slug": [f"The feed {taken!r} has this slug {how}; choose "
-                                        "another."]}, code="unique")
+        raise SlugTaken({"slug": [f"The feed {taken!r} has this slug {how}; choose "
+                                  "another."]}, code="unique")
 
 
 def _save_slug(feed: Feed, save: Callable[[], None], *, new: bool) -> None:
@@ -565,8 +569,8 @@ def create_feed(*, slug: str, title: str, record_schema: Any = None, **fields: A
     """Create a feed; `record_schema`, a JSON Schema for its records' metadata, is its
     schema's version 1."""
     clean_feed_text({"title": title, **fields})
-    check_slug(slug)
     checker = None if record_schema is None else check_record_schema(record_schema)
+    check_slug(slug)  # after what the request alone decides: a 409 is for a valid one
     feed = Feed(slug=slug, title=title, **fields)
     feed.full_clean()
     with transaction.atomic():
