@@ -525,7 +525,7 @@ def schema_warnings(schema: Any) -> list[str]:
     for name in RECORD_OWN_NAMES:
         if name not in properties:
             continue
-        where = (f"properties.{name} is named like a record's own {name!r}, which is not "
+        where = (f"The property {name!r} is named like a record's own {name}, which is not "
                  "part of its metadata: a record then has both, apart")
         if name in RECORD_TEXT_NAMES:
             warnings.append(
