@@ -364,3 +364,15 @@ def test_without_a_schema_a_metadata_column_is_a_property_and_title_the_records(
         "books: 1 record in 1 batch: 1 entry appended (1 created), 0 unchanged"]
     answer = shown(client, "b1")
     assert (answer["title"], answer["metadata"]) == ("One", {"title": "Un", "key": "x"})
+
+
+def test_a_metadata_cell_giving_the_property_keeps_it(theses, tmp_path, client):
+    """A file of the API's answers: its metadata holds the property already."""
+    path = csv_file(tmp_path, 'key,title,metadata\nt1,One,"{""title"": ""Un"", ""year"": 2001}"\n'
+                              't2,Two,"{""year"": 2002}"\n')
+
+    run("theses", str(path))
+
+    one, two = (client.get(f"/api/feeds/theses/records/{key}").json() for key in ("t1", "t2"))
+    assert (one["title"], one["metadata"]) == ("One", {"title": "Un", "year": 2001})
+    assert (two["title"], two["metadata"]) == ("Two", {"year": 2002, "title": "Two"})

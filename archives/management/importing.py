@@ -2,9 +2,9 @@
 `manage.py import_records FEED FILE` does (docs/publishing/import.md).
 
 A file is JSON lines (one record a line, the API's record body plus its `key`) or CSV (a
-header row; `key`, `title`, `summary`, `links` and `metadata` columns, every other column
-a metadata field, typed by the feed's record schema when it has one: `Columns`,
-`CellType`). Lines
+header row; `key`, `title`, `summary`, `links`, `metadata` and `deleted` columns, every
+other column a metadata field, `metadata.<name>` the field <name>, typed by the feed's
+record schema when it has one: `Columns`, `CellType`). Lines
 go to `publishing.apply_batch` `batch_size` at a time, each batch all or nothing, so a bad
 line stops the import with nothing of its batch written and every batch before it
 committed; every record is checked there, against the feed's schema too. Re-running the
@@ -53,7 +53,7 @@ METADATA_PREFIX = "metadata."
 # A header names at most this many columns: a real catalogue has tens of properties (the
 # demo's schema 12, DataCite's 20, a flattened MARC record a few hundred), and a record
 # filling many more would pass its metadata's MAX_METADATA_BYTES (8 bytes a property at
-# least, `"a": 1, `: at most 12,499). Said in docs/publishing/import.md.
+# least, `"a": 1, `: at most 12,500). Said in docs/publishing/import.md.
 MAX_COLUMNS = 10_000
 TRUE, FALSE = frozenset({"true", "1", "yes"}), frozenset({"false", "0", "no"})
 
@@ -453,7 +453,9 @@ def _csv_line(number: int, columns: Columns, row: list[str]) -> Line:
         return Line(number, problem=f"{len(row)} cells, but the header names "
                                     f"{len(columns.header)}")
     value: dict[str, Any] = {}
-    extra = {}
+    # The properties filled by columns, and those filled by SHARED_COLUMNS.
+    extra: dict[str, Any] = {}
+    shared: dict[str, Any] = {}
     for name, text in zip(columns.header, row, strict=False):
         if name in JSON_COLUMNS:
             if text:
@@ -469,16 +471,17 @@ def _csv_line(number: int, columns: Columns, row: list[str]) -> Line:
             except CellError as error:
                 return Line(number, problem=str(error), column=name)
             if found is not None:
-                extra[columns.properties[name]] = found
+                (shared if name in OWN_COLUMNS else extra)[columns.properties[name]] = found
     value.setdefault("key", None)
-    if extra:
+    if extra or shared:
         metadata = value.setdefault("metadata", {})
         if not isinstance(metadata, dict):
             return Line(number, problem="metadata: Must be a JSON object.")
         both = sorted(set(extra) & set(metadata))
         if both:
             return Line(number, problem=f"{both[0]}: both a column and a field of metadata")
-        metadata.update(extra)
+        # A `metadata` cell giving the property says more than the record's own column.
+        metadata.update(shared | metadata | extra)
     deleted = value.get("deleted", "").strip().lower()
     if deleted and deleted not in TRUE | FALSE:
         return Line(number, problem=f"deleted: {value['deleted']!r} is neither true nor false")
