@@ -504,6 +504,9 @@ class FeedAdmin(ShowsRefusals, admin.ModelAdmin):
         except ValidationError as error:  # e.g. a schema that live records do not match
             raise Refused(error) from None
         django_internals.take_state(obj, saved)
+        if "record_schema" in form.changed_data:  # taken, and said once: as the API says it
+            for warning in validation.schema_warnings(form.cleaned_data["record_schema"]):
+                self.message_user(request, warning, messages.WARNING)
 
     def delete_view(self, request, object_id, extra_context=None):
         try:

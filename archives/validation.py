@@ -517,3 +517,38 @@ def _subschemas(schema: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
                  for place, item in level if isinstance(item, dict | list)
                  for name, child in (item.items() if isinstance(item, dict) else enumerate(item))]
     return found
+
+
+# A record's own fields, apart from its metadata, by the names a PUT, a line of JSON and a
+# CSV column of `import_records` give them (`deleted`: in a file, whether to delete it). A
+# top-level property of one of these names is a second value, which its writers may take
+# for the record's own: the API and the admin warn of it when the schema is set (a warning,
+# not a refusal: a catalogue may mean a property apart, and schemas set before stay valid).
+RECORD_OWN_NAMES = ("key", *RECORD_FIELDS, "deleted")
+# Of those, the text ones, which an import's column fills into a property of the same name
+# too (archives.management.importing.SHARED_COLUMNS): the natural CSV of such a schema works.
+RECORD_TEXT_NAMES = ("key", "title", "summary")
+
+
+def schema_warnings(schema: Any) -> list[str]:
+    """What the API and the admin say of a record schema they take: each top-level property
+    named like a record's own field, and how an import's CSV fills it."""
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(properties, dict):
+        return []
+    warnings = []
+    for name in RECORD_OWN_NAMES:
+        if name not in properties:
+            continue
+        where = (f"The property {name!r} is named like a record's own {name}, which is not "
+                 "part of its metadata: a record then has both, apart")
+        if name in RECORD_TEXT_NAMES:
+            warnings.append(
+                f"{where}. Leave the property out unless it may differ from the record's "
+                f"{name} (import_records fills both from a {name!r} column; a "
+                f"'metadata.{name}' column fills the property alone).")
+        else:
+            warnings.append(
+                f"{where} (import_records reads a {name!r} column as the record's; a "
+                f"'metadata.{name}' column fills the property).")
+    return warnings

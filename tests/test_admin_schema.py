@@ -422,3 +422,35 @@ def test_input_errors_places_each_message_at_its_input():
     assert placed == {"creators§0§name": ["7 is not of type 'string'", "another"],
                       "a name§2": ["too long"],
                       "": ["'year' is a required property", "something else entirely"]}
+
+
+def shown_messages(response) -> list[tuple[str, str]]:
+    """(level, text) of each message on the page a redirect leads to."""
+    return [(item.get("class"), " ".join(item.text_content().split()))
+            for item in page(response).xpath("//ul[contains(@class, 'messagelist')]/li")]
+
+
+def test_a_schema_with_a_property_named_like_a_record_field_is_saved_with_a_warning(
+        admin_client, papers):
+    titled = {**SCHEMA, "properties": {**SCHEMA["properties"], "title": {"type": "string"}}}
+
+    saved = admin_client.post(feed_url(papers), feed_body(papers, titled), follow=True)
+    again = admin_client.post(feed_url(papers), feed_body(papers, titled), follow=True)
+
+    assert versions(papers) == [1, 2]
+    warnings = [text for level, text in shown_messages(saved) if level == "warning"]
+    assert warnings == validation.schema_warnings(titled)
+    assert warnings[0].startswith("The property 'title' is named like a record's own title")
+    # Said when the schema is set, not on every save of the feed.
+    assert [level for level, _ in shown_messages(again)] == ["success"]
+
+
+def test_a_feed_created_with_such_a_schema_is_warned_of(admin_client, db):
+    new = Feed(slug="theses", title="Theses", page_size=50, language="en")
+    schema = {"type": "object", "properties": {"summary": {"type": "string"}}}
+
+    created = admin_client.post("/admin/archives/feed/add/", feed_body(new, schema), follow=True)
+
+    assert Feed.objects.get(slug="theses").schema_version == 1
+    assert [text.split()[2] for level, text in shown_messages(created)
+            if level == "warning"] == ["'summary'"]

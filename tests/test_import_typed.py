@@ -246,3 +246,133 @@ RESOLVER = Registry().with_resource(
 ])
 def test_a_propertys_schema_decides_how_its_cells_are_read(schema, read_as):
     assert cell_type(schema, RESOLVER) == read_as
+
+
+# A schema naming a property like a record's own field: the theses catalogue of issue 30,
+# whose natural CSV was refused on every row, the one real bad cell buried among them.
+
+THESES = {
+    "type": "object",
+    "required": ["title", "year"],
+    "properties": {
+        "title": {"type": "string", "title": "Title", "minLength": 1, "x-dc": "title"},
+        "year": {"type": "integer", "title": "Year", "x-dc": "date"},
+        "supervisor": {"type": "string", "title": "Supervisor"},
+        "links": {"type": "array", "items": {"type": "string", "format": "uri"}},
+    },
+}
+
+
+@pytest.fixture
+def theses(db):
+    return publishing.update_feed(feed=FeedFactory(slug="theses"), record_schema=THESES)
+
+
+def theses_csv(tmp_path, header: str = "key,title,year,supervisor",
+               bad: tuple[int, str] | None = None):
+    """50 theses, one a row from line 2; `bad` replaces the year of one row by a cell."""
+    rows = [[f"t{n}", f"Thesis {n}", str(1990 + n), f"Supervisor {n}"] for n in range(50)]
+    if bad is not None:
+        rows[bad[0] - 2][2] = bad[1]
+    columns = len(header.split(","))
+    return csv_file(tmp_path, "\n".join([header, *(",".join(row[:columns]) for row in rows)])
+                    + "\n", "theses.csv")
+
+
+def test_a_title_column_fills_the_record_and_a_schema_property_of_that_name(theses,
+                                                                             tmp_path, client):
+    out = run("theses", str(theses_csv(tmp_path)))
+
+    assert out.splitlines() == [
+        "the column 'title' fills both the record's title and the property 'title' of the "
+        "feed's schema (a 'metadata.title' column would fill the property alone)",
+        "theses: 50 records in 1 batch: 50 entries appended (50 created), 0 unchanged"]
+    answer = client.get("/api/feeds/theses/records/t7").json()
+    assert answer["title"] == "Thesis 7"
+    assert answer["metadata"] == {"title": "Thesis 7", "year": 1997,
+                                  "supervisor": "Supervisor 7"}
+
+
+def test_a_metadata_column_fills_the_property_alone(theses, tmp_path, client):
+    path = csv_file(tmp_path, "key,title,metadata.title,year,metadata.supervisor\n"
+                              "t1,Moby-Dick,\"Moby-Dick; or, The Whale\",1851,Ahab\n")
+
+    out = run("theses", str(path))
+
+    assert out.splitlines() == [
+        "theses: 1 record in 1 batch: 1 entry appended (1 created), 0 unchanged"]
+    answer = client.get("/api/feeds/theses/records/t1").json()
+    assert answer["title"] == "Moby-Dick"
+    assert answer["metadata"] == {"title": "Moby-Dick; or, The Whale", "year": 1851,
+                                  "supervisor": "Ahab"}
+
+
+def test_a_reason_every_row_shares_is_said_once_and_the_one_bad_cell_first(theses, tmp_path):
+    stricter = {**THESES, "required": ["title", "year", "supervisor"]}
+    publishing.update_feed(feed=theses, record_schema=stricter)
+    path = theses_csv(tmp_path, header="key,title,year", bad=(18, "twenty"))
+
+    message = failure("theses", str(path))
+
+    assert message.splitlines() == [
+        "the column 'title' fills both the record's title and the property 'title' of the "
+        "feed's schema (a 'metadata.title' column would fill the property alone)",
+        "the feed's schema requires properties that no column fills: add the column "
+        "'supervisor'",
+        "49 lines (2-17, 19-51): metadata: \"supervisor\" is a required property",
+        "line 18, column \"year\": 'twenty' is not an integer",
+        "nothing was written; fix the file and run again"]
+    assert Record.objects.filter(feed=theses).count() == 0
+
+
+def test_a_links_column_stays_the_records_and_says_where_the_property_goes(theses, tmp_path,
+                                                                           client):
+    path = csv_file(tmp_path, (
+        "key,title,year,links,metadata.links\n"
+        't1,One,2001,"[{""href"": ""https://example.org/t1""}]",'
+        "https://example.org/a | https://example.org/b\n"
+        't2,Two,2002,"[{""href"": ""https://example.org/t2""}]",\n'))
+    without = csv_file(tmp_path, "key,title,year,links\nt3,Three,2003,\n", "without.csv")
+
+    run("theses", str(path))
+    said = run("theses", str(without))
+
+    one = client.get("/api/feeds/theses/records/t1").json()
+    assert [link["href"] for link in one["links"]] == ["https://example.org/t1"]
+    assert one["metadata"]["links"] == ["https://example.org/a", "https://example.org/b"]
+    assert "links" not in client.get("/api/feeds/theses/records/t2").json()["metadata"]
+    assert ("the column 'links' fills the record's own links, not the property 'links' of the "
+            "feed's schema: a 'metadata.links' column fills that") in said.splitlines()
+
+
+def test_two_columns_filling_one_property_are_refused(theses, tmp_path):
+    path = csv_file(tmp_path, "key,title,year,metadata.year\nt1,One,2001,2001\n")
+
+    assert failure("theses", str(path)).startswith(
+        "line 1: the columns 'year' and 'metadata.year' both fill the property 'year'; "
+        "keep one")
+
+
+def test_without_a_schema_a_metadata_column_is_a_property_and_title_the_records(db, tmp_path,
+                                                                                client):
+    FeedFactory(slug="books")
+    path = csv_file(tmp_path, "key,title,metadata.title,metadata.key\nb1,One,Un,x\n")
+
+    out = run("books", str(path))
+
+    assert out.splitlines() == [
+        "books: 1 record in 1 batch: 1 entry appended (1 created), 0 unchanged"]
+    answer = shown(client, "b1")
+    assert (answer["title"], answer["metadata"]) == ("One", {"title": "Un", "key": "x"})
+
+
+def test_a_metadata_cell_giving_the_property_keeps_it(theses, tmp_path, client):
+    """A file of the API's answers: its metadata holds the property already."""
+    path = csv_file(tmp_path, 'key,title,metadata\nt1,One,"{""title"": ""Un"", ""year"": 2001}"\n'
+                              't2,Two,"{""year"": 2002}"\n')
+
+    run("theses", str(path))
+
+    one, two = (client.get(f"/api/feeds/theses/records/{key}").json() for key in ("t1", "t2"))
+    assert (one["title"], one["metadata"]) == ("One", {"title": "Un", "year": 2001})
+    assert (two["title"], two["metadata"]) == ("Two", {"year": 2002, "title": "Two"})

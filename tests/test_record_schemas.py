@@ -323,3 +323,31 @@ def test_no_record_that_breaks_a_new_schema_slips_in_while_it_is_being_declared(
         assert outcome == "refused"
         assert feed.schema_version == 1
         assert breaking
+
+
+def test_a_property_named_like_a_records_own_field_is_taken_with_a_warning(api):
+    """A warning, not a refusal: a catalogue may mean a title apart from the record's."""
+    schema = {"type": "object", "required": ["title"], "properties": {
+        "title": {"type": "string", "x-dc": "title"}, "year": {"type": "integer"},
+        "links": {"type": "array", "items": {"type": "string"}}}}
+
+    created = api.post("/api/feeds/", {"slug": "theses", "title": "Theses",
+                                       "record_schema": schema}, format="json")
+    shown = api.get("/api/feeds/theses/")
+    written = put(api, "t1", {"title": "Soil carbon", "year": 2019}, slug="theses")
+    changed = api.patch("/api/feeds/theses/", {"record_schema": {
+        "type": "object", "properties": {"year": {"type": "integer"}}}}, format="json")
+
+    assert created.status_code == 201, created.content
+    warnings = created.json()["record_schema_warnings"]
+    assert [warning.split()[2] for warning in warnings] == ["'title'", "'links'"]
+    assert warnings[0] == (
+        "The property 'title' is named like a record's own title, which is not part of its "
+        "metadata: a record then has both, apart. Leave the property out unless it may "
+        "differ from the record's title (import_records fills both from a 'title' column; a "
+        "'metadata.title' column fills the property alone).")
+    assert "a 'metadata.links' column fills the property" in warnings[1]
+    assert shown.json()["record_schema_warnings"] == warnings
+    assert changed.status_code == 200
+    assert written.status_code == 201  # the schema is in force
+    assert changed.json()["record_schema_warnings"] == []

@@ -75,6 +75,7 @@ FEED = {
     "created": "2026-11-22T16:50:12.004512Z",
     "record_schema": None,
     "schema": None,
+    "record_schema_warnings": [],
 }
 RECORD_BODY = {
     "title": "Moby-Dick; or, The Whale",

@@ -114,12 +114,16 @@ class FeedSerializer(StrictFieldsMixin, serializers.ModelSerializer):
     schema = serializers.SerializerMethodField(
         help_text="The URL of the version of record_schema in force (its describedby link; "
                   "each record names the version it was checked under); null without one.")
+    record_schema_warnings = serializers.SerializerMethodField(
+        help_text="What may surprise in record_schema, which is taken all the same: a "
+                  "property named like a record's own field (title, summary, key, links...), "
+                  "which a record then holds apart from its own. Empty when nothing.")
 
     class Meta:
         model = Feed
         fields = ["slug", "title", "subtitle", "author", "language", "page_size", "atom_id",
                   "url", "records", "entries", "sealed_pages", "updated", "created",
-                  "record_schema", "schema"]
+                  "record_schema", "schema", "record_schema_warnings"]
         read_only_fields = ["sealed_pages", "created"]
         extra_kwargs = {
             # No UniqueValidator of the exact slug: the write path refuses a slug another
@@ -143,6 +147,9 @@ class FeedSerializer(StrictFieldsMixin, serializers.ModelSerializer):
         if feed.schema_version is None:
             return None
         return schema_url(feed.slug, feed.schema_version)
+
+    def get_record_schema_warnings(self, feed: Feed) -> list[str]:
+        return validation.schema_warnings(schemas.current_schema(feed))
 
     def get_records(self, feed: Feed) -> str:
         return self._absolute(reverse("api:record-list", args=[feed.slug]))

@@ -2,8 +2,9 @@
 `manage.py import_records FEED FILE` does (docs/publishing/import.md).
 
 A file is JSON lines (one record a line, the API's record body plus its `key`) or CSV (a
-header row; `key`, `title`, `summary`, `links` and `metadata` columns, every other column
-a metadata field, typed by the feed's record schema when it has one: `CellType`). Lines
+header row; `key`, `title`, `summary`, `links`, `metadata` and `deleted` columns, every
+other column a metadata field, `metadata.<name>` the field <name>, typed by the feed's
+record schema when it has one: `Columns`, `CellType`). Lines
 go to `publishing.apply_batch` `batch_size` at a time, each batch all or nothing, so a bad
 line stops the import with nothing of its batch written and every batch before it
 committed; every record is checked there, against the feed's schema too. Re-running the
@@ -17,6 +18,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +29,7 @@ from referencing import Registry
 from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012
 
-from archives import jsoninput
+from archives import jsoninput, validation
 from archives.db import schemas
 from archives.log import publishing
 from archives.models import Entry, Feed, Record
@@ -41,6 +43,18 @@ FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv"}
 SHOWN_ONLY = frozenset({"atom_id", "created", "updated", "url"})
 RECORD_COLUMNS = ("title", "summary")
 JSON_COLUMNS = {"metadata": dict, "links": list}
+# The record's own CSV columns (what every other column fills is a metadata property).
+OWN_COLUMNS = frozenset(validation.RECORD_OWN_NAMES)
+# Own columns whose text also fills the property of their name, when the feed's schema has
+# one: a catalogue with a `title` property writes its title once.
+SHARED_COLUMNS = validation.RECORD_TEXT_NAMES
+# A column named `metadata.<name>` fills the property <name>, whatever its name.
+METADATA_PREFIX = "metadata."
+# A header names at most this many columns: a real catalogue has tens of properties (the
+# demo's schema 12, DataCite's 20, a flattened MARC record a few hundred), and a record
+# filling many more would pass its metadata's MAX_METADATA_BYTES (8 bytes a property at
+# least, `"a": 1, `: at most 12,500). Said in docs/publishing/import.md.
+MAX_COLUMNS = 10_000
 TRUE, FALSE = frozenset({"true", "1", "yes"}), frozenset({"false", "0", "no"})
 
 
@@ -53,6 +67,7 @@ class Outcome:
     kinds: dict[str, int] = field(default_factory=dict)  # entries appended, by kind
     unchanged: int = 0  # puts identical to the stored record, deletes of deleted ones
     missing: int = 0  # with missing_ok: deletes of keys the feed does not have, skipped
+    notes: list[str] = field(default_factory=list)  # how a CSV header is read, said once
 
     @property
     def appended(self) -> int:
@@ -67,14 +82,36 @@ class _Unreadable(Exception):
         super().__init__(f"line {number}: {why}")
 
 
+@dataclass(frozen=True)
+class Problem:
+    """What is wrong with one line of the file, and the CSV column, when it is one cell."""
+
+    number: int
+    why: str
+    column: str | None = None
+
+    def __str__(self) -> str:
+        return f"{_where([self.number], self.column)}: {self.why}"
+
+
 class ImportFailed(Exception):
     """Lines of the file are wrong: `problems` maps each line number to what is wrong with
-    it, said whole (`line 7, column "year": 'eighteen' is not an integer`). Nothing of the
-    batch holding them was written; `outcome` is what was before it."""
+    it (`line 7, column "year": 'eighteen' is not an integer`). Nothing of the batch
+    holding them was written; `outcome` is what was before it."""
 
-    def __init__(self, problems: dict[int, str], outcome: Outcome):
+    def __init__(self, problems: dict[int, Problem], outcome: Outcome):
         self.problems, self.outcome = dict(sorted(problems.items())), outcome
-        super().__init__("; ".join(self.problems.values()))
+        super().__init__("; ".join(map(str, self.problems.values())))
+
+    def said(self) -> list[str]:
+        """Each problem said once, in the order of its first line: the lines that share one
+        (the same reason, in the same column) are counted together, so that a reason every
+        line has does not hide the one line that is wrong in another way."""
+        shared: dict[tuple[str | None, str], list[int]] = {}
+        for number, problem in self.problems.items():
+            shared.setdefault((problem.column, problem.why), []).append(number)
+        return [f"{_where(numbers, column)}: {why}"
+                for (column, why), numbers in shared.items()]
 
 
 @dataclass(frozen=True)
@@ -87,15 +124,32 @@ class Line:
     problem: str | None = None
     column: str | None = None
 
-    def said(self, why: str) -> str:
+    def said(self, why: str) -> Problem:
         """What is wrong with the line, naming where."""
-        return _at(self.number, why, self.column)
+        return Problem(self.number, why, self.column)
 
 
-def _at(number: int, why: str, column: str | None = None) -> str:
-    where = f"line {number}" + (f", column {json.dumps(column, ensure_ascii=False)}"
-                                if column is not None else "")
-    return f"{where}: {why}"
+def _where(numbers: list[int], column: str | None) -> str:
+    """`line 7`, or `49 lines (2-16, 18-51)`, and the column when there is one."""
+    if len(numbers) == 1:
+        where = f"line {numbers[0]}"
+    else:
+        runs: list[list[int]] = []
+        for number in numbers:
+            if runs and number == runs[-1][-1] + 1:
+                runs[-1].append(number)
+            else:
+                runs.append([number])
+        shown = [f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0])
+                 for run in runs[:MAX_RUNS_SHOWN]]
+        more = ", \u2026" if len(runs) > MAX_RUNS_SHOWN else ""
+        where = f"{len(numbers)} lines ({', '.join(shown)}{more})"
+    if column is None:
+        return where
+    return f"{where}, column {json.dumps(column, ensure_ascii=False)}"
+
+
+MAX_RUNS_SHOWN = 5  # runs of line numbers named for a problem many lines share
 
 
 def format_of(path: str | Path) -> str | None:
@@ -113,7 +167,7 @@ def import_records(*, feed: Feed, path: str | Path, file_format: str, batch_size
     outcome, problems = Outcome(), {}
     schema = schemas.checker(feed)  # (the write path checks each batch under the one in force)
     with open(path, "rb") as file:
-        lines = _once_per_key(READERS[file_format](_decoded(file, on_bytes), schema))
+        lines = _once_per_key(READERS[file_format](_decoded(file, on_bytes), schema, outcome))
         try:
             for batch in _batches(lines, batch_size):
                 if dry_run:
@@ -121,7 +175,7 @@ def import_records(*, feed: Feed, path: str | Path, file_format: str, batch_size
                 else:
                     _apply(feed, batch, outcome, schema, missing_ok=missing_ok)
         except _Unreadable as error:  # (the batch it was reading is not written)
-            raise ImportFailed({**problems, error.number: _at(error.number, error.why)},
+            raise ImportFailed({**problems, error.number: Problem(error.number, error.why)},
                                outcome) from None
     if problems:
         raise ImportFailed(problems, outcome)
@@ -162,7 +216,7 @@ def _count(outcome: Outcome, entry: Entry | None) -> None:
 
 
 def _check(batch: list[Line], outcome: Outcome,
-           schema: RecordChecker | None) -> dict[int, str]:
+           schema: RecordChecker | None) -> dict[int, Problem]:
     """What is wrong with each bad line of `batch`, as the write path would say it (short
     of a delete of a key the feed lacks); the good lines are counted."""
     problems = {}
@@ -239,8 +293,8 @@ def _decoded(file, on_bytes: Callable[[int], object] | None) -> Iterator[tuple[i
         yield number, text
 
 
-def _json_lines(lines: Iterable[tuple[int, str]], schema: RecordChecker | None
-                ) -> Iterator[Line]:
+def _json_lines(lines: Iterable[tuple[int, str]], schema: RecordChecker | None,
+                outcome: Outcome) -> Iterator[Line]:
     """Each record of a JSON lines file (its metadata is JSON: the schema types nothing)."""
     for number, text in lines:
         if not text.strip():
@@ -259,12 +313,12 @@ def _json_lines(lines: Iterable[tuple[int, str]], schema: RecordChecker | None
         yield _line(number, value)
 
 
-def _csv_rows(lines: Iterable[tuple[int, str]], schema: RecordChecker | None
-             ) -> Iterator[Line]:
+def _csv_rows(lines: Iterable[tuple[int, str]], schema: RecordChecker | None,
+              outcome: Outcome) -> Iterator[Line]:
     """Each row of a CSV file with a header row, numbered by the line it starts on (a
-    quoted cell may hold line breaks), its metadata columns typed by `schema`. Read
-    strictly: a quote left open, which would swallow every line after it into one cell,
-    stops the reading at the row it opens."""
+    quoted cell may hold line breaks), its columns read as `Columns` says (the notes it
+    makes go to `outcome`). Read strictly: a quote left open, which would swallow every
+    line after it into one cell, stops the reading at the row it opens."""
     numbers: list[int] = []
 
     def texts():
@@ -276,22 +330,114 @@ def _csv_rows(lines: Iterable[tuple[int, str]], schema: RecordChecker | None
     start = 1
     try:
         header = next(reader, None)
-        if header is None or "key" not in header:
-            raise _Unreadable(1, "the first line is a header row naming a key column")
-        repeated = sorted({name for name in header if header.count(name) > 1})
-        if repeated:
-            raise _Unreadable(1, f"the header names the column {repeated[0]!r} twice; "
-                                 "name each column once")
-        types = column_types(header, None if schema is None else schema.schema)
+        columns = Columns.read(header or [], None if schema is None else schema.schema)
+        outcome.notes.extend(columns.notes)
         while True:
             start = len(numbers) + 1
             row = next(reader, None)
             if row is None:
                 return
             if any(row):
-                yield _csv_line(start, header, row, types)
+                yield _csv_line(start, columns, row)
     except csv.Error as error:
         raise _Unreadable(start, _csv_problem(error, start, len(numbers))) from None
+
+
+@dataclass(frozen=True)
+class Columns:
+    """What each column of a CSV header fills (docs/publishing/import.md#the-file): an own
+    column (OWN_COLUMNS) the record's field, `metadata.<name>` the metadata property
+    <name>, any other column the property of its name; and a SHARED_COLUMNS column the
+    property of its name too, when the feed's schema has one that no `metadata.<name>`
+    column fills. Cells are read by their property's type in the schema (`CellType`).
+    `notes` say once how the header was read where a reader could expect otherwise."""
+
+    header: list[str]
+    properties: dict[str, str]  # column: the metadata property it fills
+    types: dict[str, CellType]  # column: how its cells are read (TEXT when absent)
+    notes: list[str]
+
+    @classmethod
+    def read(cls, header: list[str], schema: dict[str, Any] | None) -> Columns:
+        """The columns of `header` (line 1) under `schema`; _Unreadable when it is wrong:
+        too wide, without `key`, or naming a column or a property twice."""
+        if len(header) > MAX_COLUMNS:  # before anything else costs in proportion to it
+            raise _Unreadable(1, f"the header names {len(header):,} columns; a file has at "
+                                 f"most {MAX_COLUMNS:,}")
+        if "key" not in header:
+            raise _Unreadable(1, "the first line is a header row naming a key column")
+        counts = Counter(header)
+        repeated = next((name for name in header if counts[name] > 1), None)
+        if repeated is not None:
+            raise _Unreadable(1, f"the header names the column {repeated!r} twice; name "
+                                 "each column once")
+        properties = schema.get("properties") if schema else None
+        declared = properties if isinstance(properties, dict) else {}
+        explicit = {name.removeprefix(METADATA_PREFIX) for name in header
+                    if name.startswith(METADATA_PREFIX)}
+        filling: dict[str, str] = {}  # property: the column that fills it
+        for name in header:
+            if name.startswith(METADATA_PREFIX):
+                named = name.removeprefix(METADATA_PREFIX)
+                if not named:
+                    raise _Unreadable(1, f"the column {name!r} names no property: write "
+                                         f"{METADATA_PREFIX}<name>")
+            elif name not in OWN_COLUMNS or (name in SHARED_COLUMNS and name in declared
+                                             and name not in explicit):
+                named = name
+            else:
+                continue
+            if named in filling:
+                raise _Unreadable(1, f"the columns {filling[named]!r} and {name!r} both fill "
+                                     f"the property {named!r}; keep one")
+            filling[named] = name
+        types = {}
+        if declared:
+            resolver = Registry().with_resource(
+                SCHEMA_BASE, DRAFT202012.create_resource(schema)).resolver(SCHEMA_BASE)
+            types = {column: cell_type(declared[named], resolver)
+                     for named, column in filling.items() if named in declared}
+        return cls(header, {column: named for named, column in filling.items()}, types,
+                   _notes(header, schema or {}, declared, filling))
+
+
+def _notes(header: list[str], schema: dict[str, Any], declared: dict[str, Any],
+           filling: dict[str, str]) -> list[str]:
+    """What a reader of the header could not guess: an own column that fills a property of
+    the schema too, or that leaves one of its name to a `metadata.<name>` column, and the
+    properties the schema requires that no column fills."""
+    notes = []
+    for name in header:
+        if name not in OWN_COLUMNS or name not in declared:
+            continue
+        if filling.get(name) == name:
+            notes.append(f"the column {name!r} fills both the record's {name} and the "
+                         f"property {name!r} of the feed's schema (a "
+                         f"'{METADATA_PREFIX}{name}' column would fill the property alone)")
+        elif name not in filling:
+            notes.append(f"the column {name!r} fills the record's own {name}, not the "
+                         f"property {name!r} of the feed's schema: a "
+                         f"'{METADATA_PREFIX}{name}' column fills that")
+    required = schema.get("required")
+    if isinstance(required, list) and "metadata" not in header:
+        unfilled = [_column_for(name) for name in required
+                    if isinstance(name, str) and name not in filling]
+        if unfilled:
+            shown = ", ".join(map(repr, unfilled[:MAX_NAMED]))
+            more = f" and {len(unfilled) - MAX_NAMED} more" if len(unfilled) > MAX_NAMED else ""
+            notes.append(f"the feed's schema requires properties that no column fills: add "
+                         f"the column{'s' if len(unfilled) > 1 else ''} {shown}{more}")
+    return notes
+
+
+MAX_NAMED = 10  # properties a note names, at most
+
+
+def _column_for(name: str) -> str:
+    """The column that fills the property `name`."""
+    if (name in OWN_COLUMNS and name not in SHARED_COLUMNS) or name.startswith(METADATA_PREFIX):
+        return METADATA_PREFIX + name
+    return name
 
 
 def _csv_problem(error: csv.Error, start: int, end: int) -> str:
@@ -302,37 +448,40 @@ def _csv_problem(error: csv.Error, start: int, end: int) -> str:
     return f"not CSV: {error}" + (f" (on line {end})" if end != start else "")
 
 
-def _csv_line(number: int, header: list[str], row: list[str],
-              types: dict[str, CellType]) -> Line:
-    if len(row) > len(header):
-        return Line(number, problem=f"{len(row)} cells, but the header names {len(header)}")
-    cells = dict(zip(header, row, strict=False))
-    value: dict[str, Any] = {"key": cells.pop("key", None)}
-    extra = {}
-    for name, text in cells.items():
+def _csv_line(number: int, columns: Columns, row: list[str]) -> Line:
+    if len(row) > len(columns.header):
+        return Line(number, problem=f"{len(row)} cells, but the header names "
+                                    f"{len(columns.header)}")
+    value: dict[str, Any] = {}
+    # The properties filled by columns, and those filled by SHARED_COLUMNS.
+    extra: dict[str, Any] = {}
+    shared: dict[str, Any] = {}
+    for name, text in zip(columns.header, row, strict=False):
         if name in JSON_COLUMNS:
             if text:
                 try:
                     value[name] = _json_cell(text)
                 except CellError as error:
                     return Line(number, problem=f"{name}: {error}")
-        elif name in RECORD_COLUMNS or name == "deleted":
+        elif name in OWN_COLUMNS:
             value[name] = text
-        else:
+        if name in columns.properties:
             try:
-                found = types.get(name, TEXT).value(text)
+                found = columns.types.get(name, TEXT).value(text)
             except CellError as error:
                 return Line(number, problem=str(error), column=name)
             if found is not None:
-                extra[name] = found
-    if extra:
+                (shared if name in OWN_COLUMNS else extra)[columns.properties[name]] = found
+    value.setdefault("key", None)
+    if extra or shared:
         metadata = value.setdefault("metadata", {})
         if not isinstance(metadata, dict):
             return Line(number, problem="metadata: Must be a JSON object.")
         both = sorted(set(extra) & set(metadata))
         if both:
             return Line(number, problem=f"{both[0]}: both a column and a field of metadata")
-        metadata.update(extra)
+        # A `metadata` cell giving the property says more than the record's own column.
+        metadata.update(shared | metadata | extra)
     deleted = value.get("deleted", "").strip().lower()
     if deleted and deleted not in TRUE | FALSE:
         return Line(number, problem=f"deleted: {value['deleted']!r} is neither true nor false")
@@ -354,7 +503,7 @@ def _line(number: int, value: dict[str, Any]) -> Line:
 
 
 # CSV cells typed by the feed's record schema (docs/publishing/import.md#typed-columns): a
-# column named after a top-level property of the schema takes that property's type. The
+# column that fills a top-level property of the schema takes that property's type. The
 # schema itself is checked by the write path, after this: here a cell only becomes JSON.
 
 SEPARATOR, ESCAPE = "|", "\\"  # between the items of a list, and before one inside an item
@@ -411,18 +560,6 @@ class CellType:
 
 
 TEXT = CellType()
-
-
-def column_types(header: list[str], schema: dict[str, Any] | None) -> dict[str, CellType]:
-    """The CellType of each column of `header` named after a property of the schema (a
-    record's own columns, `title`, `links`..., are not metadata and never read by type)."""
-    properties = schema.get("properties") if schema else None
-    if not isinstance(properties, dict):
-        return {}
-    resolver = Registry().with_resource(
-        SCHEMA_BASE, DRAFT202012.create_resource(schema)).resolver(SCHEMA_BASE)
-    return {name: cell_type(properties[name], resolver) for name in header
-            if name in properties}
 
 
 def cell_type(schema: Any, resolver: Resolver) -> CellType:

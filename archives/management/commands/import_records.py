@@ -54,11 +54,11 @@ class Command(BaseCommand):
             raise CommandError(f"{file}: {error.strerror}") from None
         except importing.ImportFailed as failure:
             raise CommandError(self.failed(failure, dry_run)) from None
-        self.stdout.write(self.summary(feed, done, dry_run))
+        self.stdout.write("\n".join([*done.notes, self.summary(feed, done, dry_run)]))
 
     def failed(self, failure: importing.ImportFailed, dry_run: bool) -> str:
-        lines = list(failure.problems.values())
         done = failure.outcome
+        lines = [*done.notes, *failure.said()]  # how to write the file first, then what is wrong
         if dry_run:
             lines.append(f"{counted(len(failure.problems), 'bad line')}; nothing was written")
         elif not done.records:
