@@ -1,6 +1,6 @@
 """The admin site itself (not what it administers, which is archives/admin.py): named by
-FEEDPUB_ADMIN_TITLE, as a team calls its catalogue, with feedpub's release and commit in every page's
-footer (templates/admin/base_site.html), so a screenshot says which release it shows."""
+FEEDPUB_ADMIN_TITLE, as a team calls its catalogue, with feedpub's release and commit in every
+page's footer (templates/admin/base_site.html), so a screenshot says which release it shows."""
 
 from __future__ import annotations
 

@@ -16,8 +16,8 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
 
-from feedpub.release import described
 from feedpub.reconnect import close_lost_connections
+from feedpub.release import described
 
 logger = logging.getLogger(__name__)
 

@@ -2,7 +2,8 @@
 prometheus-client's own parser. What the database says (unsealed entries and seal lag per
 feed, the export backlog, WebSub, the sealer's last pass) in a bounded number of queries;
 requests by view and status; who may read it (loopback and the networks of
-FEEDPUB_METRICS_NETWORKS, else a bearer token); and several gunicorn workers' counts added up (multiprocess mode)."""
+FEEDPUB_METRICS_NETWORKS, else a bearer token); and several gunicorn workers' counts added up
+(multiprocess mode)."""
 
 from __future__ import annotations
 
@@ -31,9 +32,9 @@ from archives.storage.export import export_pending
 from feedpub import metrics
 
 from .asgi_server import AsgiServer
-from .test_deploy import manage, production_environment
 from .factories import FeedFactory, record_data
 from .nginx_server import free_port
+from .test_deploy import manage, production_environment
 from .test_shared_throttles import ENTRYPOINT, ROOT, server_environment, start_server
 
 PUBLIC = "203.0.113.9"  # an address of the internet (documentation's, not a private one)

@@ -47,7 +47,7 @@ def built(tmp_path_factory):
 
 
 def git(*arguments: str, cwd: Path = ROOT) -> str:
-    return subprocess.run(["git", "-c", "advice.detachedHead=false", *arguments],  # noqa: S607
+    return subprocess.run(["git", "-c", "advice.detachedHead=false", *arguments],  # noqa: S603, S607
                           cwd=cwd, capture_output=True, text=True, check=True,
                           timeout=120).stdout.strip()
 
