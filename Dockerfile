@@ -45,6 +45,13 @@ RUN SECRET_KEY=collectstatic-only-not-a-secret python manage.py collectstatic --
     && useradd --system --uid 10001 --home-dir /app feedpub \
     && install -d -o feedpub -m 755 /srv/feedpub/pages
 
+# The commit the image is built from, for `manage.py version`, /healthz and the admin's footer
+# (feedpub/release.py): an image has no .git. docker-compose.yml passes FEEDPUB_COMMIT on:
+# `FEEDPUB_COMMIT=$(git rev-parse HEAD) docker compose build`. Without it, a release
+# archive's feedpub/COMMIT (written by git archive) is kept, else the commit is "unknown".
+ARG FEEDPUB_COMMIT=
+RUN if [ -n "$FEEDPUB_COMMIT" ]; then printf '%s\n' "$FEEDPUB_COMMIT" > feedpub/COMMIT; fi
+
 USER feedpub
 EXPOSE 8000
 # GET /healthz with a Host that ALLOWED_HOSTS accepts (deploy/healthcheck.py).

@@ -1,6 +1,6 @@
 """The admin site itself (not what it administers, which is archives/admin.py): named by
-FEEDPUB_ADMIN_TITLE, as a team calls its catalogue, with feedpub's release in every page's
-footer (templates/admin/base_site.html), so a screenshot says which release it shows."""
+FEEDPUB_ADMIN_TITLE, as a team calls its catalogue, with feedpub's release and commit in every
+page's footer (templates/admin/base_site.html), so a screenshot says which release it shows."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from django.conf import settings
 from django.contrib import admin
 from django.contrib.admin.apps import AdminConfig
 
-from feedpub import __version__
+from feedpub.release import described
 
 
 class FeedpubAdminSite(admin.AdminSite):
@@ -18,7 +18,7 @@ class FeedpubAdminSite(admin.AdminSite):
         return {**super().each_context(request),
                 "site_header": settings.FEEDPUB_ADMIN_TITLE,
                 "site_title": settings.FEEDPUB_ADMIN_TITLE,
-                "feedpub_version": __version__}
+                "feedpub_version": described()}
 
 
 class FeedpubAdminConfig(AdminConfig):

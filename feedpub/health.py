@@ -1,7 +1,8 @@
 """`/healthz`: is this process able to answer? It asks the database, the one thing it needs.
 
-For load balancers, Docker health checks and uptime monitors: 200 "ok" and the release that
-answers ("ok feedpub 0.3.0": after an upgrade, which code is serving) when a trivial query
+For load balancers, Docker health checks and uptime monitors: 200 "ok" and the release and
+commit that answer ("ok feedpub 0.3.0 (commit 0d3b985c1a2b)": after an upgrade, which code is
+serving; feedpub/release.py) when a trivial query
 succeeds, 503 otherwise, never cached. It sits outside the archives app so that a broken
 feed never makes a whole web container look dead.
 """
@@ -15,8 +16,8 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
 
-from feedpub import __version__
 from feedpub.reconnect import close_lost_connections
+from feedpub.release import described
 
 logger = logging.getLogger(__name__)
 
@@ -38,4 +39,4 @@ def healthz(request: HttpRequest) -> HttpResponse:
             logger.exception("health check: the database does not answer")
             return HttpResponse("database unavailable\n", status=503,
                                 content_type="text/plain")
-    return HttpResponse(f"ok feedpub {__version__}\n", content_type="text/plain")
+    return HttpResponse(f"ok feedpub {described()}\n", content_type="text/plain")

@@ -14,10 +14,12 @@ Two kinds of figures (docs/operating/metrics.md says what each means):
   them is kept in memory, so every worker, container and restart answers the same, and a
   scrape costs QUERIES queries however many feeds there are.
 
-Open to loopback and private addresses (a Prometheus beside the app), others only with
-`Authorization: Bearer <FEEDPUB_METRICS_TOKEN>`. The client's address is the one the API's
-rates count (FEEDPUB_API_PROXIES entries from the end of X-Forwarded-For): behind the
-deploy's nginx, the address nginx saw, never nginx's own.
+Open to loopback and to the networks FEEDPUB_METRICS_NETWORKS names (none by default), others
+only with `Authorization: Bearer <FEEDPUB_METRICS_TOKEN>`. Not to every private address: a
+host's client through Docker's published port arrives as the bridge's gateway, and every
+client behind a TLS terminator nobody declared as the terminator, both private. The client's
+address is the one the API's rates count (FEEDPUB_API_PROXIES entries from the end of
+X-Forwarded-For): behind the deploy's nginx, the address nginx saw, never nginx's own.
 """
 
 from __future__ import annotations
@@ -163,12 +165,6 @@ def sealer_gauges():
 
 # The view ------------------------------------------------------------------------------
 
-PRIVATE_NETWORKS = tuple(ipaddress.ip_network(network) for network in (
-    "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16",  # RFC 1918
-    "fc00::/7",  # RFC 4193, unique local
-))
-
-
 def client_address(request: HttpRequest) -> str:
     """The client's address as the API's rates take it (archives/api/throttling.py): the
     X-Forwarded-For entry FEEDPUB_API_PROXIES from the end, else the peer's address."""
@@ -176,15 +172,15 @@ def client_address(request: HttpRequest) -> str:
     return BaseThrottle().get_ident(request)  # type: ignore[arg-type]
 
 
-def is_private(address: str) -> bool:
-    """Loopback, or in a private network (RFC 1918, RFC 4193): not the internet's."""
+def may_scrape_without_token(address: str) -> bool:
+    """Loopback, or in a network FEEDPUB_METRICS_NETWORKS names."""
     try:
         ip = ipaddress.ip_address(address.split("%", 1)[0])
     except ValueError:
-        return False  # not an address (a header a client wrote): public
+        return False  # not an address (a header a client wrote): refused
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
         ip = ip.ipv4_mapped
-    return ip.is_loopback or any(ip in network for network in PRIVATE_NETWORKS
+    return ip.is_loopback or any(ip in network for network in settings.FEEDPUB_METRICS_NETWORKS
                                  if network.version == ip.version)
 
 
@@ -197,10 +193,10 @@ def has_token(request: HttpRequest) -> bool:
 
 def refusal(request: HttpRequest) -> HttpResponse | None:
     """None when the client may read the metrics; else the answer that says why not."""
-    if is_private(client_address(request)) or has_token(request):
+    if may_scrape_without_token(client_address(request)) or has_token(request):
         return None
     if not settings.FEEDPUB_METRICS_TOKEN:
-        return HttpResponse("/metrics answers loopback and private addresses only "
+        return HttpResponse("/metrics answers loopback and FEEDPUB_METRICS_NETWORKS only "
                             "(FEEDPUB_METRICS_TOKEN is not set)\n", status=403,
                             content_type="text/plain")
     response = HttpResponse("/metrics needs Authorization: Bearer <FEEDPUB_METRICS_TOKEN> "

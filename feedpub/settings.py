@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+from ipaddress import IPv4Network, IPv6Network, ip_network
 from pathlib import Path
 from typing import overload
 from urllib.parse import quote, urlsplit
@@ -65,6 +66,21 @@ def envrate(name: str, default: str) -> str | None:
         raise ImproperlyConfigured(f"{name} must be a rate such as 600/minute, or off; "
                                    f"not {value!r}")
     return value
+
+
+def envnetworks(name: str, default: str) -> list[IPv4Network | IPv6Network]:
+    """IP networks in CIDR notation, comma-separated ("10.0.0.0/8,fd00::/8"; an address alone
+    is a network of one). Host bits set (10.0.0.1/8) are refused: a typo, not a network."""
+    networks = []
+    for item in (env(name, default) or "").split(","):
+        if not item.strip():
+            continue
+        try:
+            networks.append(ip_network(item.strip()))
+        except ValueError as error:
+            raise ImproperlyConfigured(f"{name} must list networks such as 10.0.0.0/8, "
+                                       f"comma-separated: {error}") from None
+    return networks
 
 
 # Development defaults, as healthchecks does: DEBUG is on for `manage.py runserver` in a
@@ -213,8 +229,10 @@ FEEDPUB_LONG_POLL_DB_CONNECTIONS = envint("FEEDPUB_LONG_POLL_DB_CONNECTIONS", "8
 if FEEDPUB_LONG_POLL_DB_CONNECTIONS < 1:
     raise ImproperlyConfigured("FEEDPUB_LONG_POLL_DB_CONNECTIONS must be at least 1")
 
-# /metrics (feedpub/metrics.py): open to loopback and private addresses; others need
-# `Authorization: Bearer <this>` ("" : none may).
+# /metrics (feedpub/metrics.py): open to loopback and to these networks (CIDRs, comma-
+# separated; none by default: a private address is no proof of being inside, see
+# docs/operating/metrics.md); others need `Authorization: Bearer <this>` ("": none may).
+FEEDPUB_METRICS_NETWORKS = envnetworks("FEEDPUB_METRICS_NETWORKS", "")
 FEEDPUB_METRICS_TOKEN = env("FEEDPUB_METRICS_TOKEN", "") or ""
 
 INSTALLED_APPS = [

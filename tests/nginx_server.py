@@ -37,7 +37,7 @@ VARIABLES = ("NGINX_PORT", "FEEDPUB_UPSTREAM", "FEEDPUB_LONGPOLL_UPSTREAM", "NGI
              "NGINX_RESOLVER", "NGINX_ACME_ROOT")
 # What deploy/nginx/tls.sh reads (docker-compose.yml gives nginx these too).
 TLS_VARIABLES = ("FEEDPUB_TLS_CERT", "FEEDPUB_TLS_KEY", "NGINX_TLS_PORT",
-                 "FEEDPUB_TRUSTED_PROXIES")
+                 "FEEDPUB_TRUSTED_PROXIES", "FEEDPUB_TLS_CHECK_SECONDS")
 # A header of every request of Nginx.request, which the test configuration alone logs (to
 # done.log) once nginx is done with the request: see Nginx.request.
 DONE_HEADER = "X-Nginx-Test-Request"

@@ -6,6 +6,7 @@ nginx template for real.)"""
 from __future__ import annotations
 
 import importlib.util
+import ipaddress
 import json
 import os
 import re
@@ -13,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from unittest import mock
@@ -23,7 +25,7 @@ from django.db import DatabaseError
 from django.http.request import validate_host
 from django.urls import reverse
 
-import feedpub
+from feedpub.release import described
 
 from .nginx_server import TLS_VARIABLES, VARIABLES, Nginx, render_template, require_nginx
 
@@ -73,7 +75,7 @@ def test_every_compose_app_service_runs_an_entrypoint_command():
     commands = entrypoint_commands()
     assert commands["websub"] == "python manage.py websub_worker"
     for name in ("migrate", "web", "sealer", "websub", "longpoll"):
-        assert SERVICES[name]["build"] == "."
+        assert SERVICES[name]["build"]["context"] == "."
         assert SERVICES[name]["command"] == [name]
         assert name in commands
 
@@ -254,7 +256,7 @@ def test_settings_refuse_to_start_without_a_secret_key_when_debug_is_off():
 def test_healthz_answers_ok_when_the_database_answers(client, db):
     response = client.get(reverse("healthz"))
     assert response.status_code == 200
-    assert response.content == f"ok feedpub {feedpub.__version__}\n".encode()
+    assert response.content == f"ok feedpub {described()}\n".encode()
     assert "no-cache" in response["Cache-Control"]
 
 
@@ -335,7 +337,7 @@ def copied_into_the_image() -> list[str]:
 # Top-level paths of the checkout that the processes never read.
 NOT_FOR_THE_IMAGE = {"tests", "bench", "docs", ".ci", "mkdocs.yml", "README.md", "Dockerfile",
                      ".dockerignore", ".gitignore", "docker-compose.yml", ".env.example",
-                     "CHANGELOG.md"}
+                     "CHANGELOG.md", ".gitattributes"}
 
 
 def test_the_image_holds_what_the_processes_run_and_no_tests_docs_or_benchmarks():
@@ -349,6 +351,7 @@ def test_the_image_holds_what_the_processes_run_and_no_tests_docs_or_benchmarks(
     assert {path.split("/")[0] for path in tracked} - NOT_FOR_THE_IMAGE <= top
     for path in NOT_FOR_THE_IMAGE - {".env.example"}:  # nor in the build context
         assert dockerignored(path) or path in {"Dockerfile", ".dockerignore", ".gitignore",
+                                               ".gitattributes",
                                                "docker-compose.yml", "README.md"}, path
 
 
@@ -433,6 +436,7 @@ COMPOSE_READS = {"POSTGRES_USER", "POSTGRES_DB", "FEEDPUB_BASE_URL", "FEEDPUB_MA
                  "POSTGRES_PASSWORD_FILE",
                  # HTTPS (docs/deploying/https.md): nginx's and certbot's
                  "HTTPS_PORT", "FEEDPUB_TLS_CERT", "FEEDPUB_TLS_KEY", "FEEDPUB_TRUSTED_PROXIES",
+                 "FEEDPUB_TLS_CHECK_SECONDS",
                  "LETSENCRYPT_DOMAINS", "LETSENCRYPT_EMAIL", "LETSENCRYPT_OPTIONS"}
 
 
@@ -571,10 +575,10 @@ def test_the_long_poll_service_refuses_a_limit_it_cannot_raise(fake_uvicorn, she
     assert "the host's hard limit" in result.stderr
 
 
-def test_nginx_asks_docker_dns_for_the_upstreams_every_ten_seconds():
+def test_nginx_asks_docker_dns_for_the_upstreams_every_two_seconds():
     """Docker's DNS answers with a TTL of 600 s: without `valid`, a recreated container's new
-    address would wait ten minutes."""
-    assert SERVICES["nginx"]["environment"]["NGINX_RESOLVER"] == "127.0.0.11 valid=10s ipv6=off"
+    address would wait ten minutes; every 2 s, a recreated web is found within 2 s."""
+    assert SERVICES["nginx"]["environment"]["NGINX_RESOLVER"] == "127.0.0.11 valid=2s ipv6=off"
     template = TEMPLATE.read_text()
     assert "resolver ${NGINX_RESOLVER};" in template
     assert "upstream " not in re.sub(r"#.*", "", template)  # no name resolved once at start
@@ -895,5 +899,114 @@ def test_nginx_runs_the_tls_script_and_shares_certbot_volumes():
     # Only on demand, and https published where nginx listens for it.
     assert certbot["profiles"] == ["letsencrypt"]
     assert nginx["environment"]["NGINX_TLS_PORT"] == "443"
-    assert "${HTTPS_PORT:-8443}:443" in nginx["ports"]
+    assert "${HTTPS_PORT:-8443}:443" in OVERRIDES["https"]["services"]["nginx"]["ports"]
     assert nginx["environment"]["FEEDPUB_TLS_CERT"] == "${FEEDPUB_TLS_CERT:-}"  # none: http
+
+
+# Issue 30, releases and upgrades followed literally ------------------------------------
+
+OVERRIDES = {path.stem: yaml.safe_load(path.read_text())
+             for path in sorted((ROOT / "deploy" / "compose").glob("*.yml"))}
+UPGRADES = (ROOT / "docs" / "operating" / "upgrades.md").read_text()
+
+
+def test_https_is_published_only_by_the_override_that_goes_with_a_certificate():
+    assert SERVICES["nginx"]["ports"] == ["${HTTP_PORT:-8080}:80"]
+    assert OVERRIDES["https"]["services"]["nginx"]["ports"] == ["${HTTPS_PORT:-8443}:443"]
+    line = "COMPOSE_FILE=docker-compose.yml:deploy/compose/https.yml"
+    assert f"# {line}\n" in (ROOT / ".env.example").read_text()
+    assert line in (ROOT / "docs" / "deploying" / "https.md").read_text()
+    assert line in UPGRADES
+
+
+def test_every_published_port_is_named_on_the_upgrade_page():
+    section = UPGRADES[UPGRADES.index("### Published ports"):]
+    section = section[:section.index("\n## ")]
+    published = [(name, port) for compose in (COMPOSE, *OVERRIDES.values())
+                 for name, service in compose["services"].items()
+                 for port in service.get("ports", [])]
+    assert len(published) == 3, published
+    for name, port in published:
+        variable = re.search(r"\$\{(\w+):-(\d+)\}", port)
+        assert f"`{variable[1]}` (`{variable[2]}`)" in section, (name, port)
+
+
+def test_nginx_starts_once_web_and_longpoll_answer_their_health_checks():
+    for name in ("web", "longpoll"):
+        assert SERVICES["nginx"]["depends_on"][name] == {"condition": "service_healthy"}
+        check = SERVICES[name]["healthcheck"]
+        assert "deploy/healthcheck.py" in check["test"]
+        assert check["start_interval"] == "2s"  # nginx starts within 2 s of web answering
+    assert SERVICES["nginx"]["environment"]["NGINX_RESOLVER"].split()[1] == "valid=2s"
+
+
+def test_the_tls_check_interval_of_env_reaches_nginx():
+    nginx = SERVICES["nginx"]["environment"]
+    assert nginx["FEEDPUB_TLS_CHECK_SECONDS"] == "${FEEDPUB_TLS_CHECK_SECONDS:-300}"
+    assert "\nFEEDPUB_TLS_CHECK_SECONDS=300\n" in (ROOT / ".env.example").read_text()
+    assert "interval=${FEEDPUB_TLS_CHECK_SECONDS:-300}" in (
+        ROOT / "deploy" / "nginx" / "tls.sh").read_text()
+
+
+def test_where_the_deploy_starts_the_docs_ask_for_compose_v2():
+    """The compose file uses what Compose v1 (Debian's docker-compose 1.29) refuses."""
+    assert any("start_interval" in service.get("healthcheck", {})
+               for service in SERVICES.values())
+    for page in ("README.md", "docs/deploying/compose.md", "docs/operating/upgrades.md"):
+        text = (ROOT / page).read_text()
+        assert "docker compose version" in text, page
+        assert "v2.20 or later" in text, page
+
+
+def test_the_prometheus_override_lets_its_one_address_in_and_nothing_wider():
+    override = OVERRIDES["prometheus"]
+    prometheus = override["services"]["prometheus"]
+    address = ipaddress.ip_address(prometheus["networks"]["metrics"]["ipv4_address"])
+    (subnet,) = [ipaddress.ip_network(config["subnet"])
+                 for config in override["networks"]["metrics"]["ipam"]["config"]]
+    assert address in subnet
+    assert address != next(subnet.hosts())  # not the gateway: the host, Docker's proxy
+    for name in ("web", "longpoll"):
+        allowed = override["services"][name]["environment"]["FEEDPUB_METRICS_NETWORKS"]
+        assert [ipaddress.ip_network(item) for item in allowed.split(",")] == [
+            ipaddress.ip_network(address)]
+        assert "metrics" in override["services"][name]["networks"]
+    assert "nginx" not in override["services"]  # nginx, where every client comes from
+    assert prometheus["ports"] == ["127.0.0.1:${PROMETHEUS_PORT:-9090}:9090"]
+    scrape = yaml.safe_load((ROOT / "deploy" / "prometheus" / "prometheus.yml").read_text())
+    targets = {job["job_name"]: job["static_configs"][0]["targets"]
+               for job in scrape["scrape_configs"]}
+    assert targets == {"feedpub": [f"web:{SERVICES['web']['expose'][0]}"],
+                       "feedpub-longpoll": [f"longpoll:{SERVICES['longpoll']['expose'][0]}"]}
+
+
+def env_lines(text: str) -> dict[str, str]:
+    return dict(re.findall(r"^([A-Z_]+)=(.*)$", text, re.MULTILINE))
+
+
+def test_the_readme_deploy_over_plain_http_is_not_redirected_to_https():
+    """The README's lines, set in the .env made from the example, as compose gives them to
+    web (env_file) and to nginx: over plain http a page is answered, not redirected."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("To try the\nstack over plain http"):]
+    lines = env_lines(re.search(r"```\n(.*?)```", section, re.DOTALL)[1])
+    env = {**env_lines((ROOT / ".env.example").read_text()), **lines}
+    host = urllib.parse.urlsplit(env["FEEDPUB_BASE_URL"])
+    assert host.port == int(env["HTTP_PORT"])
+    assert validate_host(host.hostname, env["ALLOWED_HOSTS"].split(","))
+    ask = ("from django.test import Client; "
+           f"r = Client().get('/no-such-page', HTTP_HOST={host.netloc!r}); "
+           "print('answer:', r.status_code, r.get('Location'))")
+
+    def answer(values):
+        chosen = {name: value for name, value in values.items()
+                  if name.startswith(("SECURE_", "FEEDPUB_BASE_URL", "ALLOWED_HOSTS"))}
+        result = manage("shell", "-c", ask, env=production_environment(**chosen))
+        return result.stdout.strip().splitlines()[-1] if result.stdout else result.stderr
+
+    assert answer(env) == "answer: 404 None"
+    # The example alone (an https site): the redirect the README's lines turn off.
+    example = env_lines((ROOT / ".env.example").read_text())
+    assert answer({**example, "ALLOWED_HOSTS": "localhost"}).startswith("answer: 301 https://")
+    # nginx redirects only for an https base URL (feedpub.conf.template's maps)
+    assert env["FEEDPUB_BASE_URL"].startswith("http://")

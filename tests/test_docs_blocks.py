@@ -31,11 +31,13 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 import yaml
+from lxml import etree
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -260,6 +262,40 @@ def test_the_quick_start_harvests_run_as_written(migrated, tmp_path):
 
 
 # The health-check table of docs/operating/monitoring.md.
+
+def test_the_quick_start_on_another_port_serves_links_to_that_port(migrated, tmp_path):
+    """The README's and Getting started's line for another port than 8000, in the checkout's
+    .env before `demo_feed` and `runserver` on that port, as they say."""
+    for page in (ROOT / "README.md", DOCS / "getting-started.md"):
+        text = page.read_text()
+        line = re.search(r"echo (FEEDPUB_BASE_URL=http://127\.0\.0\.1:(\d+)) >> \.env", text)
+        assert line, f"{page.name} says what to set for another port"
+        assert f"`runserver 127.0.0.1:{line[2]}`" in text
+    port = free_port()  # the page's own port may be taken on this machine
+    (tmp_path / ".env").write_text(line[1].replace(line[2], str(port)) + "\n")
+    database = tmp_path / "db.sqlite3"
+    shutil.copy(migrated, database)
+    env = environment(database, QUICK_START_URL)
+    del env["FEEDPUB_BASE_URL"]  # from .env alone, as in a checkout
+    env["FEEDPUB_DOTENV"] = str(tmp_path / ".env")
+    subprocess.run([sys.executable, str(ROOT / "manage.py"), "demo_feed"], env=env,  # noqa: S603
+                   cwd=tmp_path, check=True, timeout=300, capture_output=True)
+    server = start_server(env, port, tmp_path)
+    try:
+        with urllib.request.urlopen(  # noqa: S310
+                f"http://127.0.0.1:{port}/feeds/demo/?format=atom", timeout=30) as response:
+            feed = etree.fromstring(response.read())
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    atom = {"atom": "http://www.w3.org/2005/Atom"}
+    assert feed.xpath("/atom:feed/atom:link[@rel='self']/@href", namespaces=atom) == [
+        f"http://127.0.0.1:{port}/feeds/demo/"]
+    ours = [link for link in feed.xpath("//atom:link/@href", namespaces=atom)
+            if link.startswith("http://127.0.0.1:")]  # (records link elsewhere too)
+    assert ours
+    assert all(link.startswith(f"http://127.0.0.1:{port}/") for link in ours), ours
+
 
 def test_the_health_check_table_covers_every_compose_service_as_it_is():
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())

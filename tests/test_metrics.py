@@ -1,12 +1,14 @@
 """`/metrics` (feedpub/metrics.py), read as Prometheus reads it: the text format, parsed by
 prometheus-client's own parser. What the database says (unsealed entries and seal lag per
 feed, the export backlog, WebSub, the sealer's last pass) in a bounded number of queries;
-requests by view and status; who may read it (loopback and private addresses, else a bearer
-token); and several gunicorn workers' counts added up (multiprocess mode)."""
+requests by view and status; who may read it (loopback and the networks of
+FEEDPUB_METRICS_NETWORKS, else a bearer token); and several gunicorn workers' counts added up
+(multiprocess mode)."""
 
 from __future__ import annotations
 
 import io
+import ipaddress
 import os
 import signal
 import subprocess
@@ -32,6 +34,7 @@ from feedpub import metrics
 from .asgi_server import AsgiServer
 from .factories import FeedFactory, record_data
 from .nginx_server import free_port
+from .test_deploy import manage, production_environment
 from .test_shared_throttles import ENTRYPOINT, ROOT, server_environment, start_server
 
 PUBLIC = "203.0.113.9"  # an address of the internet (documentation's, not a private one)
@@ -223,10 +226,50 @@ def test_a_method_of_its_own_is_counted_as_other(client, db):
 # Who may read it -----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("address", ["127.0.0.1", "::1", "10.1.2.3", "172.20.0.5",
-                                     "192.168.1.20", "fd00::5", "::ffff:10.0.0.1"])
-def test_loopback_and_private_addresses_need_no_token(client, db, address):
+@pytest.mark.parametrize("address", ["127.0.0.1", "::1", "::ffff:127.0.0.1"])
+def test_loopback_needs_no_token(client, db, address):
     assert client.get("/metrics", REMOTE_ADDR=address).status_code == 200
+
+
+# A host's client through Docker's published port arrives as the bridge's gateway; behind a
+# TLS terminator nobody declared, every client is the terminator's address: private, both.
+@pytest.mark.parametrize("address", ["172.19.0.1", "10.1.2.3", "192.168.1.20", "fd00::5",
+                                     "::ffff:10.0.0.1"])
+def test_a_private_address_is_refused_without_the_token(client, db, settings, address):
+    settings.FEEDPUB_METRICS_TOKEN = ""
+    assert client.get("/metrics", REMOTE_ADDR=address).status_code == 403
+    settings.FEEDPUB_METRICS_TOKEN = "s3cret-metrics-token"
+    assert client.get("/metrics", REMOTE_ADDR=address).status_code == 401
+    assert client.get("/metrics", REMOTE_ADDR=address,
+                      HTTP_AUTHORIZATION="Bearer s3cret-metrics-token").status_code == 200
+
+
+def test_a_listed_network_may_scrape_without_the_token(client, db, settings):
+    settings.FEEDPUB_METRICS_NETWORKS = [ipaddress.ip_network("172.30.240.0/28"),
+                                         ipaddress.ip_network("fd00:feed::/64")]
+    assert [client.get("/metrics", REMOTE_ADDR=address).status_code for address in (
+        "172.30.240.10", "::ffff:172.30.240.10", "fd00:feed::9",  # listed
+        "172.30.240.16", "172.19.0.1", PUBLIC)] == [200, 200, 200, 403, 403, 403]
+
+
+@pytest.mark.parametrize(("value", "networks"), [
+    ("", []),
+    ("172.30.240.0/28, fd00:feed::/64", ["172.30.240.0/28", "fd00:feed::/64"]),
+    ("10.0.0.7", ["10.0.0.7/32"]),
+])
+def test_the_networks_setting_reads_cidrs(value, networks):
+    result = manage("shell", "-c", "from django.conf import settings; "
+                    "print('networks:', *settings.FEEDPUB_METRICS_NETWORKS)",
+                    env=production_environment(FEEDPUB_METRICS_NETWORKS=value))
+    assert result.stdout.splitlines()[-1].split() == ["networks:", *networks], result.stderr
+
+
+@pytest.mark.parametrize("value", ["10.0.0.0/33", "10.0.0.1/8", "intranet", "10.0.0.0/8;"])
+def test_a_bad_network_is_refused_at_start(value):
+    result = manage("check", env=production_environment(FEEDPUB_METRICS_NETWORKS=value))
+    assert result.returncode != 0
+    assert "ImproperlyConfigured: FEEDPUB_METRICS_NETWORKS must list networks" in result.stderr
+    assert repr(value) in result.stderr or value in result.stderr
 
 
 def test_a_public_address_is_refused_when_no_token_is_set(client, db, settings):
@@ -261,6 +304,7 @@ def test_behind_nginx_the_client_is_the_address_nginx_saw_not_nginx(client, db, 
     public = client.get("/metrics", HTTP_X_FORWARDED_FOR=PUBLIC, **through_nginx)
     forged = client.get("/metrics", HTTP_X_FORWARDED_FOR=f"127.0.0.1, {PUBLIC}",
                         **through_nginx)
+    settings.FEEDPUB_METRICS_NETWORKS = [ipaddress.ip_network("10.0.0.0/24")]
     inside = client.get("/metrics", HTTP_X_FORWARDED_FOR="10.0.0.7", **through_nginx)
     token = client.get("/metrics", HTTP_X_FORWARDED_FOR=PUBLIC,
                        HTTP_AUTHORIZATION="Bearer s3cret-metrics-token", **through_nginx)

@@ -222,6 +222,10 @@ def test_the_readme_starts_with_the_two_quick_start_commands():
 
 GETTING_STARTED = ROOT / "docs" / "getting-started.md"
 DEMO_PORT = re.search(r"runserver 127\.0\.0\.1:(\d+)$", SERVE_THE_DEMO).group(1)
+# "On another port than 8000": the one other port the Quick start names.
+OTHER_PORT = "8008"
+# The compose stack's nginx (HTTP_PORT), for the README's lines to try it over plain http.
+COMPOSE_HTTP_PORT = "8080"
 
 
 def section(text: str, heading: str) -> str:
@@ -257,6 +261,11 @@ def test_the_demo_is_at_one_port_and_manage_py_called_one_way(path):
     for paragraph in re.split(r"\n\s*\n", path.read_text()):
         ports = set(re.findall(r"(?:127\.0\.0\.1|localhost):(\d+)", paragraph)) - {"5432"}
         allowed = {DEMO_PORT, "8001"} if "mkdocs serve" in paragraph else {DEMO_PORT}
+        if re.search(rf"FEEDPUB_BASE_URL=http://127\.0\.0\.1:{OTHER_PORT}|runserver "
+                     rf"127\.0\.0\.1:{OTHER_PORT}", paragraph):  # "On another port than 8000"
+            allowed |= {OTHER_PORT}
+        if "SECURE_SSL_REDIRECT=false" in paragraph:  # the compose stack over plain http
+            allowed |= {COMPOSE_HTTP_PORT}
         assert ports <= allowed, paragraph
         # A command run (not just named, as `manage.py snapshot` in a sentence) is run so.
         runs = re.findall(r"([^\s`]*)python3? manage\.py", paragraph)
