@@ -464,9 +464,12 @@ def check_record_schema(value: Any) -> RecordChecker:
         schema, _ = _metadata(value)  # a JSON object, XML-safe, of bounded size and depth
         _check_dialect(schema)
         _check_dublin_core(schema)
-        checker = RecordChecker(schema)
-        schemabounds.check_schema(schema, depth=MAX_METADATA_DEPTH)
-        return checker
+        try:  # before it is compiled: the validator's refusal of a long pattern says less
+            schemabounds.check_schema(schema, depth=MAX_METADATA_DEPTH)
+        except schemabounds.Unfollowed:
+            compile_schema(schema)  # which says why, for a $ref it cannot follow either
+            raise
+        return RecordChecker(schema)
     except schemabounds.TooCostly as error:
         raise ValidationError({"record_schema": [
             f"Refused: {error}. (feedpub bounds what checking a record may cost: "

@@ -60,6 +60,10 @@ class TooCostly(Exception):
     """A schema whose checking could cost without bound; the message says why."""
 
 
+class Unfollowed(TooCostly):
+    """A $ref the count cannot follow (the validator refuses most of them itself)."""
+
+
 def pattern_size(pattern: str) -> int:
     """How long `pattern` is with every counted repetition written out, as the regex engine
     compiles it: `x{5000}y` is 5,001, `(ab){3}` 6, `(a{1000}){1000}` 1,000,000. Alternatives
@@ -210,11 +214,11 @@ class _Counter:
         target, fragment = urldefrag(urljoin(self.bases[id(node)], ref))
         found = self.resources.get(target)
         if found is None:
-            raise TooCostly(f"$ref {ref!r} leads outside the schema")
+            raise Unfollowed(f"$ref {ref!r} leads outside the schema")
         if fragment and not fragment.startswith("/"):
             anchor = self.anchors.get((target, fragment))
             if anchor is None:
-                raise TooCostly(f"$ref {ref!r} names no anchor of the schema")
+                raise Unfollowed(f"$ref {ref!r} names no anchor of the schema")
             return anchor
         for step in filter(None, unquote(fragment).split("/")):
             step = step.replace("~1", "/").replace("~0", "~")
@@ -223,7 +227,7 @@ class _Counter:
             elif isinstance(found, dict) and step in found:
                 found = found[step]
             else:
-                raise TooCostly(f"$ref {ref!r} leads nowhere in the schema")
+                raise Unfollowed(f"$ref {ref!r} leads nowhere in the schema")
         return found
 
     def cost(self, node: Any, depth: int, place: str) -> _Cost:
