@@ -1,5 +1,5 @@
 """What checking a record against a feed's record schema may cost is bounded when the schema
-is set (feedpub_consumer.schemabounds, docs/describing-records.md#what-feedpub-takes-and-what-it-checks):
+is set (feedpub_consumer.schemabounds; docs/describing-records.md, What feedpub takes):
 a schema that would apply subschemas without bound at one place of a record, or hold a
 pattern the regex engine would write out at length, is refused naming record_schema; one
 under the bounds is taken, and any record written under it is answered."""
@@ -19,8 +19,20 @@ from feedpub_consumer.schemabounds import (
 
 from archives.validation import UNREPORTED_MISMATCH, RecordChecker
 
-from .test_checkfeed_schema import linked_feed, messages, serve_schema, server  # noqa: F401
-from .test_record_schemas import api  # noqa: F401
+from .broken_feeds import FeedServer
+from .test_api import FEED_PERMS, RECORD_PERMS, UserFactory, token_client
+from .test_checkfeed_schema import linked_feed, messages, serve_schema
+
+
+@pytest.fixture
+def api(db):
+    return token_client(UserFactory(perms=RECORD_PERMS + FEED_PERMS))
+
+
+@pytest.fixture
+def server():
+    with FeedServer() as server:
+        yield server
 
 
 def doubling(levels: int) -> dict:
@@ -139,7 +151,7 @@ def test_an_enum_refusal_names_every_value(api):
         "metadata.k: 2 is not one of 1"]
 
 
-def test_checkfeed_says_it_could_not_check_against_a_hostile_schema_and_goes_on(server):  # noqa: F811
+def test_checkfeed_says_it_could_not_check_against_a_hostile_schema_and_goes_on(server):
     hostile = serve_schema(server, "/schemas/hostile", doubling(24))
     fine = serve_schema(server, "/schemas/fine", {"properties": {"x": {"type": "integer"}}})
     began = time.perf_counter()

@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 from urllib.parse import unquote, urldefrag, urljoin
 
@@ -138,8 +137,7 @@ def compile_validator(schema: Any, base_uri: str | None = None) -> Draft202012Va
     of the draft checked (`regex` by feedpub's rule), nothing fetched. Raises
     jsonschema_rs.ValidationError for a schema that is not one."""
     return Draft202012Validator(schema, validate_formats=True, offline=True,
-                                formats={"regex": is_regex},
-                                **({"base_uri": base_uri} if base_uri else {}))
+                                formats={"regex": is_regex}, base_uri=base_uri)
 
 
 def shorter(text: str, length: int) -> str:
@@ -344,7 +342,7 @@ def record_size(instance: Any) -> tuple[int, int, int]:
     while level:
         depth += 1
         values += len(level)
-        deeper = []
+        deeper: list[Any] = []
         for item in level:
             if isinstance(item, str):
                 characters += len(item)
