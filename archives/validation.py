@@ -17,6 +17,7 @@ from typing import Any
 
 import jsonschema_rs
 from django.core.exceptions import ValidationError
+from feedpub_consumer import schemabounds
 
 MAX_KEY_LENGTH = 200
 MAX_TITLE_LENGTH = 1000
@@ -400,6 +401,11 @@ SCHEMA_HELP = ("A JSON Schema (draft 2020-12) for the records' metadata, or empt
                f"A property may name the Dublin Core element OAI-PMH fills from it with "
                f'"{DC_KEYWORD}": "creator" (or title, subject, date, ...). A change is kept as '
                "a new version, and is refused while live records do not match it.")
+# Said of a record too large, under a schema of many steps, to report place by place (the
+# validator would build every error of every branch: schemabounds.errors).
+UNREPORTED_MISMATCH = ("metadata: does not match the record schema (a record this large is "
+                       "not reported place by place under this schema; check it with any "
+                       "JSON Schema validator)")
 # What jsonschema-rs says of a $ref it would have to fetch (it fetches nothing: offline).
 OUTSIDE_REF_RE = re.compile(r"Resource '([^']*)' is not present in a registry")
 # A metadata name written as `.name` in an error's path; others as `["na me"]`.
@@ -410,7 +416,7 @@ def compile_schema(schema: dict[str, Any]) -> jsonschema_rs.Draft202012Validator
     """The validator of a schema, as the server and the consumer tools compile it: formats
     checked, nothing fetched. Raises jsonschema_rs.ValidationError for a schema that is not
     one (its instance_path says where in the schema)."""
-    return jsonschema_rs.Draft202012Validator(schema, validate_formats=True, offline=True)
+    return schemabounds.compile_validator(schema)
 
 
 class RecordChecker:
@@ -421,14 +427,20 @@ class RecordChecker:
         self.schema = schema
         self.version = version
         self._validator = compile_schema(schema)
+        try:  # (a version stored before the bounds were set may be over them)
+            self.steps = schemabounds.schema_steps(schema, depth=MAX_METADATA_DEPTH)
+        except schemabounds.TooCostly:
+            self.steps = schemabounds.MAX_SCHEMA_STEPS + 1
 
     def errors(self, metadata: Any) -> list[str]:
         """What is wrong with `metadata`, each as `metadata.path: why`; [] when it matches."""
         if self._validator.is_valid(metadata):  # the common case, without collecting errors
             return []
-        found = sorted((metadata_path(error.instance_path), _shorter(error.message))
-                       for error in self._validator.iter_errors(metadata))
-        return [f"{path}: {message}" for path, message in found[:MAX_SCHEMA_ERRORS]]
+        found = schemabounds.errors(self._validator, metadata, steps=self.steps)
+        if not found:
+            return [UNREPORTED_MISMATCH]
+        return [f"{metadata_path(path)}: {_shorter(message)}"
+                for path, message in found[:MAX_SCHEMA_ERRORS]]
 
     def dublin_core(self) -> dict[str, str]:
         """{property: Dublin Core element} for the properties that carry `x-dc`, in the
@@ -467,7 +479,16 @@ def check_record_schema(value: Any) -> RecordChecker:
         schema, _ = _metadata(value)  # a JSON object, XML-safe, of bounded size and depth
         _check_dialect(schema)
         _check_dublin_core(schema)
+        try:  # before it is compiled: the validator's refusal of a long pattern says less
+            schemabounds.check_schema(schema, depth=MAX_METADATA_DEPTH)
+        except schemabounds.Unfollowed:
+            compile_schema(schema)  # which says why, for a $ref it cannot follow either
+            raise
         return RecordChecker(schema)
+    except schemabounds.TooCostly as error:
+        raise ValidationError({"record_schema": [
+            f"Refused: {error}. (feedpub bounds what checking a record may cost: "
+            "docs/describing-records.md, What feedpub takes.)"]}) from None
     except jsonschema_rs.ValidationError as error:
         where = "/".join(map(str, error.instance_path))
         problem = error.message.splitlines()[0]

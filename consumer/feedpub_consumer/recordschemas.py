@@ -25,6 +25,7 @@ from typing import Any
 import jsonschema_rs
 from jsonschema_rs import Draft202012Validator
 
+from . import schemabounds
 from .http import FetchError, HttpClient, RunLimitReached
 from .progress import counted
 
@@ -52,7 +53,7 @@ def compile_schema(schema: Any, url: str) -> Draft202012Validator:
     elif not isinstance(schema, bool):
         raise NotASchema(f"a JSON {type(schema).__name__}, not a schema (an object)")
     try:
-        return Draft202012Validator(schema, validate_formats=True, offline=True, base_uri=url)
+        return schemabounds.compile_validator(schema, base_uri=url)
     except jsonschema_rs.ValidationError as error:
         where = "/".join(map(str, error.instance_path)) or "the top level"
         raise NotASchema(f"at {where}: {shorter(error.message.splitlines()[0])}") from None
@@ -78,13 +79,17 @@ def shorter(message: str) -> str:
     return message if len(message) <= MAX_MESSAGE else message[:MAX_MESSAGE - 1] + "\u2026"
 
 
-def mismatches(validator: Draft202012Validator, metadata: Any) -> list[str]:
-    """Where `metadata` does not match, each as `metadata.path: why`; [] when it matches."""
+def mismatches(validator: Draft202012Validator, metadata: Any, *,
+               steps: int = schemabounds.MAX_SCHEMA_STEPS) -> list[str]:
+    """Where `metadata` does not match, each as `metadata.path: why`; [] when it matches.
+    (`steps`: the schema's, schemabounds.check_schema: what a report of its errors costs.)"""
     if validator.is_valid(metadata):
         return []
-    return [f"{path}: {message}" for path, message in sorted(
-        (metadata_path(error.instance_path), shorter(error.message))
-        for error in validator.iter_errors(metadata))]
+    found = schemabounds.errors(validator, metadata, steps=steps)
+    if not found:
+        return ["metadata: does not match (too large a record, under this schema, to name "
+                "the places)"]
+    return [f"{metadata_path(path)}: {shorter(message)}" for path, message in found]
 
 
 class RecordSchemas:
@@ -95,6 +100,7 @@ class RecordSchemas:
         self.client = client
         self.problem = problem
         self.validators: dict[str, Draft202012Validator | None] = {}  # None: unusable
+        self.steps: dict[str, int] = {}  # each usable schema's (schemabounds.check_schema)
         self.records_checked = 0
 
     def validator(self, url: str, *, referrer: str, rel: str = "schema"
@@ -123,11 +129,19 @@ class RecordSchemas:
             self.problem(referrer, "schema.invalid", f"{rel} {url} is not JSON ({error})")
             return None
         try:
-            self.validators[url] = compile_schema(schema, url)
+            validator = compile_schema(schema, url)
         except NotASchema as error:
             self.problem(referrer, "schema.invalid",
                          f"{rel} {url} is not a JSON Schema (draft 2020-12): {error}")
-        return self.validators[url]
+            return None
+        try:  # a hostile server's schema must not stall the run
+            self.steps[url] = schemabounds.check_schema(schema, base=url)
+        except schemabounds.TooCostly as error:
+            self.problem(referrer, "schema.invalid",
+                         f"could not check records against {url}: {error}")
+            return None
+        self.validators[url] = validator
+        return validator
 
     def check_record(self, metadata: Any, schema: Any, *, where: str, record: str) -> None:
         """Check a record's `metadata` against the schema it names (`schema`, a URL as the
@@ -140,9 +154,15 @@ class RecordSchemas:
         validator = self.validator(schema, referrer=where)
         if validator is None:
             return  # said once, where the schema was first met
+        depth = schemabounds.record_size(metadata)[1] - 1
+        if depth > schemabounds.DEFAULT_DEPTH:  # (the depth the schema's bound holds for)
+            self.problem(where, "schema.record",
+                         f"{record} could not be checked against {schema}: its metadata is "
+                         f"{depth} levels deep, more than {schemabounds.DEFAULT_DEPTH}")
+            return
         self.records_checked += 1
         try:
-            found = mismatches(validator, metadata)
+            found = mismatches(validator, metadata, steps=self.steps[schema])
         except (ValueError, RecursionError) as error:  # (what it cannot convert)
             self.problem(where, "schema.record",
                          f"{record} could not be checked against {schema}: {error!r}")

@@ -1,0 +1,166 @@
+"""What checking a record against a feed's record schema may cost is bounded when the schema
+is set (feedpub_consumer.schemabounds; docs/describing-records.md, What feedpub takes):
+a schema that would apply subschemas without bound at one place of a record, or hold a
+pattern the regex engine would write out at length, is refused naming record_schema; one
+under the bounds is taken, and any record written under it is answered."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from feedpub_consumer.checking import check_feed
+from feedpub_consumer.schemabounds import (
+    MAX_PATTERN_SIZE,
+    MAX_SCHEMA_STEPS,
+    pattern_size,
+    schema_steps,
+)
+
+from archives.validation import UNREPORTED_MISMATCH, RecordChecker
+
+from .broken_feeds import FeedServer
+from .test_api import FEED_PERMS, RECORD_PERMS, UserFactory, token_client
+from .test_checkfeed_schema import linked_feed, messages, serve_schema
+
+
+@pytest.fixture
+def api(db):
+    return token_client(UserFactory(perms=RECORD_PERMS + FEED_PERMS))
+
+
+@pytest.fixture
+def server():
+    with FeedServer() as server:
+        yield server
+
+
+def doubling(levels: int) -> dict:
+    """The issue's schema: `levels` of anyOf, each naming the next level twice."""
+    defs = {f"d{n}": {"anyOf": [{"$ref": f"#/$defs/d{n + 1}"}, {"$ref": f"#/$defs/d{n + 1}"}]}
+            for n in range(levels)}
+    defs[f"d{levels}"] = {"type": "integer"}
+    return {"$defs": defs, "properties": {"x": {"$ref": "#/$defs/d0"}}}
+
+
+# Every node of one level counts once at the place: 2 ** (levels + 1) - 1 in all.
+UNDER = doubling(6)  # 127 subschemas at metadata.x
+DESCENDING = {"$defs": {"a": {"type": "object", "properties": {"x": {"anyOf": [
+    {"$ref": "#/$defs/a"}, {"$ref": "#/$defs/a"}]}}}}, "$ref": "#/$defs/a"}
+
+
+def set_schema(api, schema, slug="bounded"):
+    return api.post("/api/feeds/", {"slug": slug, "title": "Bounded", "record_schema": schema},
+                    format="json")
+
+
+def refusal(answer) -> str:
+    assert answer.status_code == 400, answer.content
+    [said] = answer.json()["errors"]["record_schema"]
+    return said
+
+
+@pytest.mark.parametrize(("schema", "said"), [
+    (doubling(18), f"more than {MAX_SCHEMA_STEPS} subschemas at one place"),
+    (doubling(12), f"more than {MAX_SCHEMA_STEPS} subschemas at one place"),
+    (DESCENDING, f"more than {MAX_SCHEMA_STEPS} subschemas at one place"),
+    ({"properties": {"s": {"pattern": "x{5000}y"}}},
+     f"at properties/s/pattern, the pattern 'x{{5000}}y' repeats more than {MAX_PATTERN_SIZE} "
+     "times once its counted repetitions ({n}, {n,m}) are written out (5,001)"),
+    ({"properties": {"s": {"pattern": "x{65535}{65535}"}}}, "(4,294,836,225)"),
+    ({"patternProperties": {"(a{1000}){1000}": {}}}, "at patternProperties, the pattern"),
+    ({"$defs": {"a": {"allOf": [{"$ref": "#/$defs/b"}]}, "b": {"anyOf": [{"$ref": "#/$defs/a"}]}},
+      "properties": {"x": {"$ref": "#/$defs/a"}}},
+     "a $ref leads back to where it is without going deeper into the record"),
+], ids=["anyOf-18", "anyOf-12", "descending", "counted", "nested-count", "pattern-key",
+        "ref-cycle"])
+def test_a_schema_whose_checking_could_blow_up_is_refused_naming_why(api, schema, said):
+    began = time.perf_counter()
+    message = refusal(set_schema(api, schema))
+    assert message.startswith("Refused: ")
+    assert said in message
+    assert time.perf_counter() - began < 5  # decided from the schema, no record checked
+
+
+def test_a_schema_change_over_the_bounds_is_refused_too(api):
+    assert set_schema(api, {"type": "object"}).status_code == 201
+    answer = api.patch("/api/feeds/bounded/", {"record_schema": doubling(14)}, format="json")
+    assert "subschemas at one place" in refusal(answer)
+
+
+def test_a_schema_under_the_bounds_is_taken_and_a_write_under_it_is_answered(api):
+    assert schema_steps(UNDER) <= MAX_SCHEMA_STEPS
+    assert set_schema(api, UNDER).status_code == 201
+    began = time.perf_counter()
+    answer = api.put("/api/feeds/bounded/records/k", {"title": "K", "metadata": {"x": "str"}},
+                     format="json")
+    assert answer.status_code == 400
+    [said] = answer.json()["errors"]["metadata"]
+    assert said.startswith('metadata.x: "str" is not valid under any of the schemas')
+    assert api.put("/api/feeds/bounded/records/k", {"title": "K", "metadata": {"x": 7}},
+                   format="json").status_code == 201
+    assert time.perf_counter() - began < 5
+
+
+def test_a_large_record_under_a_branching_schema_is_refused_without_naming_every_place(api):
+    branching = {"properties": {"a": {"type": "array", "items": {
+        "anyOf": [{"minimum": n} for n in range(1, 100)]}}}}
+    assert set_schema(api, branching).status_code == 201
+    began = time.perf_counter()
+    answer = api.put("/api/feeds/bounded/records/k",
+                     {"title": "K", "metadata": {"a": [0] * 30_000}}, format="json")
+    assert answer.json()["errors"]["metadata"] == [UNREPORTED_MISMATCH]
+    assert time.perf_counter() - began < 10  # (the validator's every error: minutes)
+    small = api.put("/api/feeds/bounded/records/k", {"title": "K", "metadata": {"a": [0]}},
+                    format="json")
+    assert small.json()["errors"]["metadata"][0].startswith("metadata.a[0]: 0 is not valid")
+
+
+def test_pattern_and_format_regex_take_the_same_expressions(api):
+    schema = {"properties": {"re": {"type": "string", "format": "regex"}}}
+    assert set_schema(api, schema).status_code == 201
+    for expression in ("(a{1000}){1000}", "x{65535}{65535}", "x{5000}y", "(unclosed"):
+        as_pattern = set_schema(api, {"properties": {"s": {"pattern": expression}}}, "other")
+        as_format = api.put("/api/feeds/bounded/records/k",
+                            {"title": "K", "metadata": {"re": expression}}, format="json")
+        assert (as_pattern.status_code, as_format.status_code) == (400, 400), expression
+    for expression in ("^[a-z]{2,3}(-[A-Za-z0-9]{2,8})*$", "x{255}", "(?=a)a"):
+        assert api.put("/api/feeds/bounded/records/k",
+                       {"title": "K", "metadata": {"re": expression}},
+                       format="json").status_code in (200, 201), expression
+
+
+@pytest.mark.parametrize(("pattern", "size"), [
+    ("^[a-z]{2,3}(-[A-Za-z0-9]{2,8})*$", 12), ("x{5000}y", 5001), ("(ab){3}", 6),
+    ("(a{1000}){1000}", 1_000_000), ("x{2,}", 3), ("a|bc", 3), ("\\u{1F600}{2}", 2),
+    ("[{}]{4}", 4), ("\\{5}", 3), ("a{,5}", 5),
+])
+def test_a_patterns_size_is_its_length_with_counted_repetitions_written_out(pattern, size):
+    assert pattern_size(pattern) == size
+
+
+def test_an_enum_refusal_names_every_value(api):
+    values = ["Dataset", "Collection", "Image", "Sound", "Text"]
+    assert set_schema(api, {"properties": {"kind": {"enum": values}}}).status_code == 201
+    answer = api.put("/api/feeds/bounded/records/k",
+                     {"title": "K", "metadata": {"kind": "Book"}}, format="json")
+    assert answer.json()["errors"]["metadata"] == [
+        'metadata.kind: "Book" is not one of "Dataset", "Collection", "Image", "Sound" or '
+        '"Text"']
+    assert RecordChecker({"properties": {"k": {"enum": [1]}}}).errors({"k": 2}) == [
+        "metadata.k: 2 is not one of 1"]
+
+
+def test_checkfeed_says_it_could_not_check_against_a_hostile_schema_and_goes_on(server):
+    hostile = serve_schema(server, "/schemas/hostile", doubling(24))
+    fine = serve_schema(server, "/schemas/fine", {"properties": {"x": {"type": "integer"}}})
+    began = time.perf_counter()
+    feed = linked_feed(server, [{"x": "str"}, {"x": "str"}], hostile)
+    result = check_feed(feed.latest)
+    assert time.perf_counter() - began < 10
+    [said] = messages(result, "schema.invalid")
+    assert said.startswith(f"could not check records against {hostile}: "
+                           "checking a record against it could apply more than")
+    assert "0 records checked against 0 record schemas (1 unusable)" in result.notes
+    feed = linked_feed(server, [{"x": "str"}, {"x": 1}], fine)
+    assert messages(check_feed(feed.latest), "schema.record")
