@@ -32,6 +32,7 @@ from .db import django_internals, schemas, search
 from .documents import urls
 from .log import publishing, sealing
 from .models import ArchivePage, Entry, Feed, Record
+from .parameters import single
 from .validation import RECORD_FIELDS, clean_feed_text, clean_record
 
 # The navigation sidebar takes 300 of a 1280-pixel screen from every list; the
@@ -667,7 +668,7 @@ class LiveFilter(admin.SimpleListFilter):
 def _chosen_feed(request) -> Feed | None:
     """The feed an add form is for: the one posted, else `?feed=<pk>` (which the admin
     pre-fills the form with)."""
-    pk = request.POST.get("feed") or request.GET.get("feed") or ""
+    pk = single(request.POST, "feed") or single(request.GET, "feed") or ""
     return Feed.objects.filter(pk=pk).first() if pk.isdigit() else None
 
 
@@ -876,7 +877,7 @@ class EntryAdmin(ReadOnlyAdmin):
 
     def changelist_view(self, request, extra_context=None):
         # A record's "entries" link filters to it: say which record, and link back.
-        record_id = request.GET.get("record__id__exact", "")
+        record_id = single(request.GET, "record__id__exact") or ""
         record = (Record.objects.select_related("feed").filter(pk=record_id).first()
                   if record_id.isdigit() else None)
         if record is not None:
