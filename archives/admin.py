@@ -450,6 +450,18 @@ class FeedAdmin(ShowsRefusals, admin.ModelAdmin):
             format_html_join("", '<li><a href="{1}">{0}</a></li>', rows),
             format_html_join(" · ", '<a href="{1}">{0}</a>', documents))
 
+    @admin.display(description="record schema")
+    def record_schema(self, feed: Feed):
+        """The schema in force as those who may only read the feed see it (to those who may
+        change it, FeedForm's box shows it); without this, the admin looks the form's field
+        up on the model and shows "None"."""
+        schema = schemas.current_schema(feed)
+        if schema is None:
+            return "None: the feed's records are free JSON objects."
+        return format_html('<a href="{}">Version {}</a>, in force:<pre>{}</pre>',
+                           urls.schema_url(feed.slug, feed.schema_version), feed.schema_version,
+                           json.dumps(schema, indent=2, ensure_ascii=False))
+
     @admin.display(description="record schema versions")
     def schema_versions(self, feed: Feed):
         """Every version of the feed's record schema, newest first, each linked to the URL
