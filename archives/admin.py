@@ -830,6 +830,17 @@ class RecordAdmin(ShowsRefusals, admin.ModelAdmin):
     def delete_model(self, request, obj):
         # Deleting appends a deletion entry; the row stays, as the feed's history needs it.
         publishing.delete_record(feed=obj.feed, key=obj.key)
+        request.feedpub_deleted_from = obj.feed_id
+
+    def response_delete(self, request, obj_display, obj_id):
+        # Back to the list the person came from, else to the deleted record's feed's
+        # records (where it was), not to every feed's.
+        response = super().response_delete(request, obj_display, obj_id)
+        feed_id = getattr(request, "feedpub_deleted_from", None)
+        if (feed_id is None or self.get_preserved_filters(request)
+                or response.get("Location") != _changelist(Record)):
+            return response
+        return HttpResponseRedirect(_changelist(Record, feed__id__exact=feed_id))
 
     def delete_queryset(self, request, queryset):
         for record in queryset.select_related("feed"):
