@@ -123,7 +123,8 @@ def test_deleting_a_record_returns_to_its_feeds_records(admin_client, record):
 
 def test_deleting_a_record_from_a_filtered_list_returns_to_that_list(admin_client, record):
     filters = f"feed__id__exact={record.feed_id}&state=live"
-    url = f"/admin/archives/record/{record.pk}/delete/?{urlencode({'_changelist_filters': filters})}"
+    url = (f"/admin/archives/record/{record.pk}/delete/?"
+           f"{urlencode({'_changelist_filters': filters})}")
 
     response = admin_client.post(url, {"post": "yes"})
 
