@@ -2,8 +2,9 @@
 
 Packages by concern, lowest layer first; a module imports only from its own layer or lower:
 
-- validation, formats (this folder): the record rules, ids and dates; above them jsoninput
-  (JSON read strictly, to the record rules' depth) and models, the tables
+- validation, formats, parameters (this folder): the record rules, ids and dates, request
+  parameters (each given once); above them jsoninput (JSON read strictly, to the record
+  rules' depth) and models, the tables
 - db: hand-compiled SQL and each process's heads of feeds (LISTEN/NOTIFY)
 - documents: every document the log is served as (Atom, RSS, linked pages) and its validators
 - html: the pages for people; storage: sealed pages as files, snapshots

@@ -32,6 +32,7 @@ from .db import django_internals, schemas, search
 from .documents import urls
 from .log import publishing, sealing
 from .models import ArchivePage, Entry, Feed, Record
+from .parameters import single
 from .validation import RECORD_FIELDS, clean_feed_text, clean_record
 
 # The navigation sidebar takes 300 of a 1280-pixel screen from every list; the
@@ -284,22 +285,73 @@ def _filled(value):
 ERROR_STEP_RE = re.compile(r'\.([A-Za-z_][A-Za-z0-9_-]*)|\[(\d+)\]|\[("(?:[^"\\]|\\.)*")\]')
 
 
+# What the write path says of a property left out: it names the property's JSON name.
+REQUIRED_RE = re.compile(r'("(?:[^"\\]|\\.)*") is a required property')
+REQUIRED = "this field is required."
+
+
+def placed(message: str) -> tuple[list[str | int], str]:
+    """Where in the metadata the write path's "metadata.creators[0].name: why" is about (its
+    steps; a property left out, at that property) and the why; a message about the whole
+    record, or not of that form, at [] as it is."""
+    steps: list[str | int] = []
+    at = len("metadata")
+    while message.startswith("metadata") and (step := ERROR_STEP_RE.match(message, at)):
+        name, index, quoted = step.groups()
+        steps.append(name if name else int(index) if index else json.loads(quoted))
+        at = step.end()
+    if not (message.startswith("metadata") and message.startswith(": ", at)):
+        return [], message
+    why = message[at + 2:]
+    if required := REQUIRED_RE.fullmatch(why):
+        return [*steps, json.loads(required[1])], REQUIRED
+    return steps, why
+
+
 def input_errors(messages: list[str]) -> ErrorMap:
-    """The write path's "metadata.creators[0].name: why" messages by the input of the form
-    each is about (django-jsonform's error map); a message about the whole record, or one
-    not of that form, at the top of the form."""
+    """The write path's messages by the input of the form each is about (django-jsonform's
+    error map): a property left out at its own input; a message about the whole record, or
+    one not of that form, at the top of the form."""
     found = ErrorMap()
     for message in messages:
-        steps, at = [], len("metadata")
-        while message.startswith("metadata") and (step := ERROR_STEP_RE.match(message, at)):
-            name, index, quoted = step.groups()
-            steps.append(name if name else int(index) if index else json.loads(quoted))
-            at = step.end()
-        if message.startswith("metadata") and message.startswith(": ", at):
-            found.append(steps, message[at + 2:])
-        else:
-            found.append([], message)
+        found.append(*placed(message))
     return found
+
+
+def input_label(schema: dict, steps: list[str | int]) -> str:
+    """The labels the drawn form shows on the way to an input, as django-jsonform writes
+    them: a property's title, else its name with _ as spaces, capitalised (a map's key as it
+    is); an item by its number, counted from 1. `Creators › item 1 › Name`."""
+    labels, node = [], schema
+    for step in steps:
+        node = _referred(schema, node)
+        if isinstance(step, int):
+            labels.append(f"item {step + 1}")
+            node = node.get("items", {})
+            continue
+        properties = node.get("properties") or {}
+        if step in properties:
+            node = _referred(schema, properties[step])
+            title = node.get("title")
+            labels.append(title if isinstance(title, str) and title else
+                          step.replace("_", " ").capitalize())
+        else:
+            labels.append(step)
+            extra = node.get("additionalProperties")
+            node = extra if isinstance(extra, dict) else {}
+    return " › ".join(labels)
+
+
+def _referred(schema: dict, node) -> dict:
+    """A subschema with its local `$ref` (`#/$defs/name`) merged in, as the widget draws it."""
+    if not isinstance(node, dict):
+        return {}
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        target = (schema.get("$defs") or {}).get(ref.removeprefix("#/$defs/"))
+        if isinstance(target, dict):
+            return {**target, **{key: value for key, value in node.items() if key != "$ref"}}
+    return node
 
 
 class SchemaMetadataField(PrettyJSONField):
@@ -308,6 +360,7 @@ class SchemaMetadataField(PrettyJSONField):
     path checks, and its messages are shown at the inputs they are about (show_refusal)."""
 
     def __init__(self, feed: Feed, checker: validation.RecordChecker, drawn: dict):
+        self.drawn = drawn
         url = urls.schema_url(feed.slug, checker.version)
         super().__init__(
             empty=dict, required=False, initial=dict, widget=JSONFormWidget(schema=drawn),
@@ -331,8 +384,12 @@ class SchemaMetadataField(PrettyJSONField):
             return "null"  # the widget reads JSON: it starts again from an empty form
         return super().prepare_value(value)
 
-    def show_refusal(self, messages: list[str]) -> None:
+    def show_refusal(self, messages: list[str]) -> list[str]:
+        """Show the write path's messages at the inputs they are about; return them as the
+        field's own list says them: by the inputs' labels, not by JSON paths."""
         self.widget.add_error(input_errors(messages))
+        return [f"{input_label(self.drawn, steps)}: {why}" if steps else why
+                for steps, why in map(placed, messages)]
 
 
 class FeedForm(forms.ModelForm):
@@ -448,6 +505,18 @@ class FeedAdmin(ShowsRefusals, admin.ModelAdmin):
             '<ul class="feed-contents">{}</ul>Documents: {}',
             format_html_join("", '<li><a href="{1}">{0}</a></li>', rows),
             format_html_join(" · ", '<a href="{1}">{0}</a>', documents))
+
+    @admin.display(description="record schema")
+    def record_schema(self, feed: Feed):
+        """The schema in force as those who may only read the feed see it (to those who may
+        change it, FeedForm's box shows it); without this, the admin looks the form's field
+        up on the model and shows "None"."""
+        schema = schemas.current_schema(feed)
+        if schema is None:
+            return "None: the feed's records are free JSON objects."
+        return format_html('<a href="{}">Version {}</a>, in force:<pre>{}</pre>',
+                           urls.schema_url(feed.slug, feed.schema_version), feed.schema_version,
+                           json.dumps(schema, indent=2, ensure_ascii=False))
 
     @admin.display(description="record schema versions")
     def schema_versions(self, feed: Feed):
@@ -605,13 +674,19 @@ class RecordForm(forms.ModelForm):
                 "links": cleaned.get("links", []),
             })
         except ValidationError as error:
-            _add_errors(self, error)
+            self._add_record_errors(error)
         if self.refusal is not None:
-            _add_errors(self, self.refusal)
-            metadata = self.fields["metadata"]
-            if isinstance(metadata, SchemaMetadataField):
-                metadata.show_refusal(self.refusal.message_dict.get("metadata", []))
+            self._add_record_errors(self.refusal)
         return cleaned
+
+    def _add_record_errors(self, error: ValidationError) -> None:
+        """The record rules' or the write path's messages at their fields; a drawn metadata
+        form's at its inputs too, and named by the labels the person sees there."""
+        metadata = self.fields["metadata"]
+        if isinstance(metadata, SchemaMetadataField) and "metadata" in error.message_dict:
+            error = ValidationError({**error.message_dict, "metadata": metadata.show_refusal(
+                error.message_dict["metadata"])})
+        _add_errors(self, error)
 
     def _check_new_key(self, cleaned) -> None:
         """On the add form, a key the feed already has: a live record's is refused with a
@@ -670,7 +745,7 @@ class LiveFilter(admin.SimpleListFilter):
 def _chosen_feed(request) -> Feed | None:
     """The feed an add form is for: the one posted, else `?feed=<pk>` (which the admin
     pre-fills the form with)."""
-    pk = request.POST.get("feed") or request.GET.get("feed") or ""
+    pk = single(request.POST, "feed") or single(request.GET, "feed") or ""
     return Feed.objects.filter(pk=pk).first() if pk.isdigit() else None
 
 
@@ -820,6 +895,17 @@ class RecordAdmin(ShowsRefusals, admin.ModelAdmin):
     def delete_model(self, request, obj):
         # Deleting appends a deletion entry; the row stays, as the feed's history needs it.
         publishing.delete_record(feed=obj.feed, key=obj.key)
+        request.feedpub_deleted_from = obj.feed_id
+
+    def response_delete(self, request, obj_display, obj_id):
+        # Back to the list the person came from, else to the deleted record's feed's
+        # records (where it was), not to every feed's.
+        response = super().response_delete(request, obj_display, obj_id)
+        feed_id = getattr(request, "feedpub_deleted_from", None)
+        if (feed_id is None or self.get_preserved_filters(request)
+                or response.get("Location") != _changelist(Record)):
+            return response
+        return HttpResponseRedirect(_changelist(Record, feed__id__exact=feed_id))
 
     def delete_queryset(self, request, queryset):
         for record in queryset.select_related("feed"):
@@ -879,7 +965,7 @@ class EntryAdmin(ReadOnlyAdmin):
 
     def changelist_view(self, request, extra_context=None):
         # A record's "entries" link filters to it: say which record, and link back.
-        record_id = request.GET.get("record__id__exact", "")
+        record_id = single(request.GET, "record__id__exact") or ""
         record = (Record.objects.select_related("feed").filter(pk=record_id).first()
                   if record_id.isdigit() else None)
         if record is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from urllib.parse import urlencode
 
 import pytest
 from django.contrib.auth.models import User
@@ -13,7 +14,7 @@ from archives.log import publishing
 from archives.log.sealing import seal_feed
 from archives.models import ArchivePage, Entry, Feed, Record
 
-from .factories import RecordFactory, record_data
+from .factories import FeedFactory, RecordFactory, record_data
 
 
 def kinds(feed) -> list[str]:
@@ -105,6 +106,29 @@ def test_deleting_a_record_appends_one_deletion_entry_and_keeps_the_row(admin_cl
     assert response.status_code == 302
     assert kinds(record.feed) == ["create", "delete"]
     assert Record.objects.get(pk=record.pk).is_deleted
+
+
+def test_deleting_a_record_returns_to_its_feeds_records(admin_client, record):
+    other = FeedFactory(slug="other", title="Other")
+    RecordFactory(feed=other, key="elsewhere", data=record_data(2))
+
+    response = admin_client.post(f"/admin/archives/record/{record.pk}/delete/", {"post": "yes"},
+                                 follow=True)
+
+    assert response.redirect_chain[-1][0] == (
+        f"/admin/archives/record/?feed__id__exact={record.feed_id}")
+    listed = page(response).xpath("//table[@id='result_list']//th/a/span/text()")
+    assert listed == ["k1"]  # the feed's (deleted, still listed), not the other feed's
+
+
+def test_deleting_a_record_from_a_filtered_list_returns_to_that_list(admin_client, record):
+    filters = f"feed__id__exact={record.feed_id}&state=live"
+    url = (f"/admin/archives/record/{record.pk}/delete/?"
+           f"{urlencode({'_changelist_filters': filters})}")
+
+    response = admin_client.post(url, {"post": "yes"})
+
+    assert response["Location"] == f"/admin/archives/record/?{filters}"
 
 
 def test_the_bulk_delete_action_appends_one_entry_per_record(admin_client, feed):

@@ -45,7 +45,7 @@ def body(metadata, **fields) -> dict:
 
 def page(response):
     assert response.status_code == 200
-    return html.fromstring(response.content)
+    return html.fromstring(response.content.decode())
 
 
 def field_errors(doc, name: str) -> list[str]:
@@ -132,10 +132,10 @@ def test_an_invalid_save_shows_the_write_paths_errors_at_the_field_and_writes_no
 
     doc = page(admin_client.post(change_url(paper), body(wrong)))
 
-    assert field_errors(doc, "metadata") == [
-        'metadata.creators[0].name: 7 is not of type "string"',
-        'metadata.kind: "poem" is not one of "article", "book" or "dataset"',
-        'metadata.year: "eighteen" is not of type "integer"']
+    assert field_errors(doc, "metadata") == [  # by the labels the form shows
+        'Creators › item 1 › Name: 7 is not of type "string"',
+        'Kind: "poem" is not one of "article", "book" or "dataset"',
+        'Year: "eighteen" is not of type "integer"']
     config = widget_config(doc)
     assert config["data"] == wrong  # as it was filled in
     assert config["errorMap"] == {
@@ -146,21 +146,20 @@ def test_an_invalid_save_shows_the_write_paths_errors_at_the_field_and_writes_no
     assert Record.objects.get(pk=paper.pk).metadata == GOOD
 
 
-def test_a_missing_required_property_is_said_at_the_top_of_the_form(admin_client, paper):
+def test_a_missing_required_property_is_said_at_its_input_by_its_label(admin_client, paper):
     doc = page(admin_client.post(change_url(paper), body({"kind": "book"})))
 
     assert field_errors(doc, "metadata") == [
-        'metadata: "creators" is a required property',
-        'metadata: "year" is a required property']
-    assert widget_config(doc)["errorMap"] == {"": [
-        '"creators" is a required property', '"year" is a required property']}
+        "Creators: this field is required.", "Year: this field is required."]
+    assert widget_config(doc)["errorMap"] == {"creators": ["this field is required."],
+                                              "year": ["this field is required."]}
 
 
 def test_adding_a_record_to_a_schema_feed_appends_one_entry_or_nothing(admin_client, papers):
     url = "/admin/archives/record/add/"
     refused = page(admin_client.post(url, body({"year": 1813}, feed=papers.pk, key="k1")))
 
-    assert field_errors(refused, 'metadata') == ['metadata: "creators" is a required property']
+    assert field_errors(refused, 'metadata') == ['Creators: this field is required.']
     assert widget_config(refused)["schema"]["properties"]["kind"]["enum"]  # drawn again
     assert not Record.objects.exists()
     assert entry_kinds(papers) == []
@@ -407,8 +406,7 @@ def test_a_required_input_left_empty_is_said_missing(admin_client, paper):
         {"year": None, "kind": "book", "creators": [{"name": ""}]})))
 
     assert field_errors(doc, "metadata") == [
-        'metadata: "creators" is a required property',
-        'metadata: "year" is a required property']
+        "Creators: this field is required.", "Year: this field is required."]
 
 
 def test_input_errors_places_each_message_at_its_input():
@@ -416,12 +414,15 @@ def test_input_errors_places_each_message_at_its_input():
         "metadata.creators[0].name: 7 is not of type 'string'",
         'metadata["a name"][2]: too long',
         "metadata.creators[0].name: another",
-        "metadata: 'year' is a required property",
+        'metadata: "year" is a required property',
+        'metadata.creators[1]: "name" is a required property',
         "something else entirely"])
 
     assert placed == {"creators§0§name": ["7 is not of type 'string'", "another"],
                       "a name§2": ["too long"],
-                      "": ["'year' is a required property", "something else entirely"]}
+                      "year": ["this field is required."],
+                      "creators§1§name": ["this field is required."],
+                      "": ["something else entirely"]}
 
 
 def shown_messages(response) -> list[tuple[str, str]]:
@@ -454,3 +455,18 @@ def test_a_feed_created_with_such_a_schema_is_warned_of(admin_client, db):
     assert Feed.objects.get(slug="theses").schema_version == 1
     assert [text.split()[2] for level, text in shown_messages(created)
             if level == "warning"] == ["'summary'"]
+
+
+def test_an_input_is_named_by_the_labels_the_drawn_form_shows():
+    schema = {"type": "object", "$defs": {"person": {
+        "type": "object", "properties": {"family_name": {"type": "string"}}}},
+        "properties": {
+            "authors": {"type": "array", "title": "Authors", "items": {"$ref": "#/$defs/person"}},
+            "place_of_publication": {"type": "string"},
+            "extra": {"type": "object", "additionalProperties": {"type": "string"}}}}
+
+    assert feedpub_admin.input_label(schema, ["authors", 0, "family_name"]) == (
+        "Authors › item 1 › Family name")
+    assert feedpub_admin.input_label(schema, ["place_of_publication"]) == (
+        "Place of publication")
+    assert feedpub_admin.input_label(schema, ["extra", "ISBN_13"]) == "Extra › ISBN_13"

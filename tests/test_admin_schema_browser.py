@@ -106,7 +106,7 @@ def test_a_value_the_schema_refuses_is_said_at_its_input_and_nothing_is_saved(br
     assert row(page, "Year").locator(".rjf-error-text").inner_text() == (
         "1200 is less than the minimum of 1450")
     assert page.locator(".field-metadata .errorlist li").all_inner_texts() == [
-        "metadata.year: 1200 is less than the minimum of 1450"]
+        "Year: 1200 is less than the minimum of 1450"]  # the input's label, no JSON path
     assert row(page, "Year").locator("input").input_value() == "1200"  # as it was typed
     page.screenshot(path=SHOTS / "record-schema-error.png", full_page=True)
     assert Entry.objects.filter(feed=feed).count() == 1

@@ -1,7 +1,7 @@
 """checkfeed and record schemas: each record it reads (linked pages, OAI-PMH's feedpub
-format, Atom with --fetch-records) checked against the schema it names, and each
-schema a feed links (rel="describedby") fetched once and checked to be one; on our own
-server, and on hand-made feeds and repositories that break the rules."""
+format, Atom: the sample's records, or every one with --fetch-records) checked against the
+schema it names, and each schema a feed links (rel="describedby") fetched once and checked to
+be one; on our own server, and on hand-made feeds and repositories that break the rules."""
 
 from __future__ import annotations
 
@@ -113,7 +113,10 @@ def test_a_record_changed_behind_the_write_paths_back_is_reported_with_its_key_a
         f"record k3 does not match its schema {schema_v1}: "
         'metadata.creators[0]: "name" is a required property; '
         'metadata.year: "eighteen" is not of type "integer"']
-    assert check_feed(f"{base}/", sample=5).problems == []  # without it: entries only
+    # Without it, the sample's records (here all four live ones): read as JSON, not HEAD.
+    sampled = check_feed(f"{base}/", sample=5)
+    assert codes(sampled) == codes(atom)
+    assert check_feed(f"{base}/", sample=0).problems == []  # entries only
 
 
 def test_the_checkfeed_command_prints_the_record_that_does_not_match_and_exits_1(live):
@@ -308,7 +311,9 @@ def test_an_atom_feed_whose_describedby_schema_is_one_is_clean_and_it_is_fetched
     describe(server, schema, paths=("/feed", "/archives/1", "/archives/2", "/archives/3"))
     result = check_feed(feed.subscription, sample=0)
     assert result.problems == []
-    assert "0 records checked against 1 record schema" in result.notes
+    assert result.notes == [  # why none was, and how
+        "0 records checked against 1 record schema (an entry carries no metadata, and "
+        "--sample is 0: --fetch-records reads every live record's JSON, one request a record)"]
     assert server.requested("/schema") == 1
 
 
@@ -357,6 +362,23 @@ def test_fetch_records_checks_every_live_record_against_its_schema(server):
     assert all(server.requested(f"/records/{n}") == 1 for n in range(1, 8))
     assert all(headers["Accept"] == "application/json" for _, path, headers in server.requests
                if path.startswith("/records/"))
+
+
+def test_by_default_the_samples_records_are_checked_against_the_feeds_schema(server):
+    feed = LinkedFeed(server, pages=3)  # records 1 to 7, at /records/<n>
+    schema = serve_schema(server, "/schemas/1", SCHEMA)
+    describe(server, schema, paths=("/feed", "/archives/1", "/archives/2", "/archives/3"))
+    for n in range(1, 8):
+        atom_record(server, n, {"year": "unknown" if n == 6 else n}, schema)
+    result = check_feed(feed.subscription, sample=7, http_checks=False)
+
+    assert codes(result) == {("schema.record", "/records/6")}
+    assert result.notes == [
+        "7 records checked against 1 record schema (a sample of the live records, --sample 7; "
+        "--fetch-records reads every live record's JSON, one request a record)"]
+    # 4 documents, the schema, and a GET per sampled record where a HEAD was: no more.
+    assert result.requests == 4 + 1 + 7
+    assert all(server.requested(f"/records/{n}") == 1 for n in range(1, 8))
 
 
 def test_fetch_records_reads_other_shapes_without_a_problem_and_reports_every_dead_link(

@@ -108,6 +108,16 @@ def test_the_wait_is_capped(server, books, settings):
     assert 1 <= took < 3
 
 
+def test_a_poll_with_a_repeated_parameter_is_refused_at_once(server, books):
+    etag = current_etag(server)
+    response, took = get(server, "/feeds/books/?format=atom&format=html",
+                         **{"If-None-Match": etag, "Prefer": "wait=20"})
+    assert response.status_code == 400
+    assert response.text == "The parameter format is given more than once; give it once."
+    assert "Preference-Applied" not in response.headers
+    assert took < 10
+
+
 def holds(server, monkeypatch) -> list[str]:
     """The feeds of the requests the server held (LongPolling.hold), as they come: a
     request never held is answered at once, which no bound on the time taken can tell

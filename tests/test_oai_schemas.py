@@ -90,6 +90,26 @@ def test_objects_give_their_name_or_their_members_and_what_has_no_text_is_left_o
     assert [text for name, text in dc if name == "date"] == [datestamp(people, "p")]
 
 
+def test_a_property_mapped_to_title_gives_a_second_dc_title_only_when_it_differs(client, db):
+    theses = publishing.create_feed(slug="theses", title="Theses", record_schema={
+        "properties": {"title": {"type": "string", "x-dc": "title"},
+                       "abstract": {"type": "string", "x-dc": "description"},
+                       "authors": {"type": "array", "x-dc": "creator"}}})
+    same = {"title": "Reef fishes", "summary": "Counts, 2019.",
+            "metadata": {"title": "Reef fishes", "abstract": "Counts, 2019.",
+                         "authors": ["Ng, A.", "Ng, A."]}}
+    publishing.put_record(feed=theses, key="same", data=same)
+    publishing.put_record(feed=theses, key="other", data={
+        **same, "metadata": {**same["metadata"], "title": "Reef fishes of the Kermadecs"}})
+
+    dc = dublin_core(get_record(client, theses, "same"))  # (checked against oai_dc.xsd)
+    assert [(name, text) for name, text in dc if name in ("title", "description", "creator")] == [
+        ("title", "Reef fishes"), ("creator", "Ng, A."), ("description", "Counts, 2019.")]
+    other = dublin_core(get_record(client, theses, "other"))
+    assert [text for name, text in other if name == "title"] == [  # the record's own first
+        "Reef fishes", "Reef fishes of the Kermadecs"]
+
+
 def test_each_record_follows_the_schema_version_it_was_checked_under(client, data, settings):
     publishing.put_record(feed=data, key="old", data=CATALOGUE_RECORD)
     second = copy.deepcopy(CATALOGUE_SCHEMA)

@@ -145,7 +145,8 @@ def test_a_repeated_hub_parameter_is_refused_with_400_naming_it(client, feed, na
     body = urlencode([*fields.items(), (name, second)])
     response = client.post("/websub/", body, content_type="application/x-www-form-urlencoded")
     assert response.status_code == 400
-    assert response.content.decode() == f"{name} is repeated: give each parameter once.\n"
+    assert response.content.decode() == (f"The parameter {name} is given more than once; "
+                                         "give it once.\n")
     assert not Subscription.objects.exists()
 
 

@@ -15,6 +15,7 @@ from django.db.migrations.loader import MigrationLoader
 from lxml import html
 from rest_framework.test import APIClient
 
+from archives.documents import urls
 from archives.log import publishing
 from archives.models import Feed, Record
 
@@ -169,6 +170,24 @@ def test_a_producer_sees_feeds_in_the_admin_but_cannot_change_them(client, produ
     assert refused.status_code == 403
     assert client.get("/admin/archives/feed/add/").status_code == 403
     assert Feed.objects.get(pk=feed.pk).title == "Books"
+
+
+def test_a_producer_reads_a_schema_feeds_schema_on_its_feed_page(client, producer, db):
+    schema = {"type": "object", "properties": {"year": {"type": "integer", "title": "Year"}}}
+    papers = publishing.create_feed(slug="papers", title="Papers", record_schema=schema)
+    plain = FeedFactory(slug="plain", title="Plain")
+    client.force_login(producer)
+
+    shown = page(client.get(f"/admin/archives/feed/{papers.pk}/change/"))
+    [row] = shown.xpath("//div[contains(@class, 'field-record_schema')]")
+    assert row.xpath(".//a/@href") == [urls.schema_url("papers", 1)]
+    assert " ".join(row.xpath("string(.//a)").split()) == "Version 1"
+    assert json.loads(row.xpath("string(.//pre)")) == schema
+
+    shown = page(client.get(f"/admin/archives/feed/{plain.pk}/change/"))
+    assert " ".join(shown.xpath("string(//div[contains(@class, 'field-record_schema')]"
+                                "//div[@class='readonly'])").split()) == (
+        "None: the feed's records are free JSON objects.")
 
 
 def test_the_producers_group_goes_with_its_migration_and_comes_back(transactional_db):

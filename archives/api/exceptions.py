@@ -32,7 +32,8 @@ from archives.log.publishing import (
     SlugTaken,
 )
 from archives.models import Feed, Record
-from archives.serving.negotiation import json_error
+from archives.parameters import RepeatedParameter
+from archives.serving.negotiation import error_response, json_error
 
 logger = logging.getLogger(__name__)
 
@@ -134,6 +135,8 @@ def _flatten(errors: dict[str, Any]) -> list[str]:
 
 
 def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    if isinstance(exception, RepeatedParameter):  # say which: the client can fix it
+        return error_response("json" if _is_api(request) else None, 400, str(exception))
     if not _is_api(request):
         return defaults.bad_request(request, exception)
     if isinstance(exception, RequestDataTooBig):  # request.body read outside the parser

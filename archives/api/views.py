@@ -28,6 +28,7 @@ from rest_framework.views import APIView
 from archives.documents import atom
 from archives.log import publishing
 from archives.models import Entry, Feed, Record
+from archives.parameters import RepeatedParameter, refuse_repeated
 from archives.validation import RECORD_FIELDS, clean_key
 
 from . import examples
@@ -112,11 +113,11 @@ class ApiView(generics.GenericAPIView):
         # Every query parameter of the schema is one value: `page_size=5&page_size=x`
         # would otherwise be read as its last value and the rest ignored. (Others are
         # not read at all.)
-        repeated = sorted(name for name, values in request.query_params.lists()
-                          if len(values) > 1 and name in self.query_parameters())
-        if repeated:
-            raise Invalid({name: ["Given more than once; give it once."] for name in repeated},
-                          "A query parameter is repeated.")
+        try:
+            refuse_repeated(request.query_params, self.query_parameters())
+        except RepeatedParameter as error:
+            raise Invalid({name: ["Given more than once; give it once."]
+                           for name in error.names}, str(error)) from None
         super().initial(request, *args, **kwargs)
 
     def query_parameters(self) -> set[str]:

@@ -74,8 +74,12 @@ def oai_dc(item: Item, stamp: str) -> str:
             values.setdefault(element, []).extend(_schema_texts(metadata[name]))
     if not values.get("date"):  # no date property: the record's last change
         values["date"] = [stamp]
+    # Each text once per element, the record's own first: a property mapped to title that
+    # holds the record's title (the natural schema) is not a second dc:title, which a
+    # harvester would show as an alternative title; one that differs is one.
     return "".join((_DC_OPEN, *(f"<dc:{name}>{escape_text(text)}</dc:{name}>"
-                                for name in DC_ORDER for text in values.get(name, ())),
+                                for name in DC_ORDER for text in dict.fromkeys(
+                                    values.get(name, ()))),
                     "</oai_dc:dc>"))
 
 

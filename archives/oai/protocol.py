@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 from functools import cached_property
 
+from archives.parameters import RepeatedParameter, refuse_repeated
 from archives.validation import xml_problem
 
 NAMESPACE = "http://www.openarchives.org/OAI/2.0/"
@@ -140,12 +141,14 @@ class Request:
 
 def parse(params: Mapping[str, Sequence[str]]) -> Request:
     """A request from its parameters (a QueryDict's lists), or OAIError."""
+    try:
+        refuse_repeated(params, ["verb"])
+    except RepeatedParameter as error:
+        raise OAIError("badVerb", str(error)) from None
     verbs = params.get("verb") or []
     if not verbs:
         raise OAIError("badVerb", "The request names no verb: add verb=Identify, "
                                   "ListRecords or another OAI-PMH verb.")
-    if len(verbs) > 1:
-        raise OAIError("badVerb", "The verb argument is repeated; give it once.")
     verb = verbs[0]
     if verb not in VERBS:
         raise OAIError("badVerb", f"{verb!r} is not an OAI-PMH verb; the verbs are "
@@ -162,9 +165,10 @@ def _arguments(verb: str, given: Mapping[str, Sequence[str]]) -> dict[str, str]:
         takes = ", ".join(sorted(allowed)) or "no other argument"
         raise bad_argument(f"{verb} does not take {', '.join(map(repr, illegal))} (it takes "
                            f"{takes}).")
-    repeated = sorted(name for name, values in given.items() if len(values) > 1)
-    if repeated:
-        raise bad_argument(f"The argument {', '.join(repeated)} is repeated; give it once.")
+    try:
+        refuse_repeated(given, given)
+    except RepeatedParameter as error:
+        raise bad_argument(str(error)) from None
     arguments = {name: values[0] for name, values in given.items()}
     for name, value in arguments.items():
         if not value or xml_problem(value):

@@ -41,6 +41,7 @@ from django.utils import timezone
 from archives.db.cache import WindowThrottle
 from archives.documents import linked, urls
 from archives.models import Feed, Subscription
+from archives.parameters import RepeatedParameter, refuse_repeated
 
 logger = logging.getLogger(__name__)
 
@@ -134,12 +135,11 @@ def throttled(request: HttpRequest) -> int | None:
 def record_request(data: QueryDict) -> Subscription:
     """Check a subscription request (hub.mode, hub.topic, hub.callback, hub.lease_seconds,
     hub.secret) and record it for the worker to verify. Raises HubRequestError."""
-    # A parameter given twice is refused, not resolved (the last would win unseen), as
-    # the OAI-PMH endpoint refuses a repeated argument.
-    repeated = [name for name in HUB_FIELDS if len(data.getlist(name)) > 1]
-    if repeated:
-        raise HubRequestError(f"{', '.join(repeated)} {'is' if len(repeated) == 1 else 'are'} "
-                              f"repeated: give each parameter once.")
+    # A parameter given twice is refused, not resolved (archives/parameters.py).
+    try:
+        refuse_repeated(data, HUB_FIELDS)
+    except RepeatedParameter as error:
+        raise HubRequestError(str(error)) from None
     for name in HUB_FIELDS:
         if CONTROL_CHARACTERS.search(data.get(name, "")):
             raise HubRequestError(f"{name} must not contain control characters.")

@@ -24,6 +24,8 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.http.request import MediaType
 from django.utils.cache import patch_vary_headers
 
+from archives.parameters import RepeatedParameter, single
+
 # The formats an Accept header can choose, by their media types.
 FORMATS = {"text/html": "html", "application/xhtml+xml": "html", "application/json": "json"}
 
@@ -44,9 +46,10 @@ def preferred_format(accept: str, offered: tuple[str, ...]) -> str | None:
 
 
 def chosen_format(request: HttpRequest, offered: tuple[str, ...]) -> str | None:
-    """The format a request asks for: `?format=` (one of `offered`, else UnknownFormat),
-    else the one its Accept prefers, else None: the URL's own default."""
-    asked = request.GET.get("format")
+    """The format a request asks for: `?format=` (one of `offered`, else UnknownFormat;
+    given twice, RepeatedParameter), else the one its Accept prefers, else None: the URL's
+    own default."""
+    asked = single(request.GET, "format")
     if asked is not None:
         if asked not in offered:
             raise UnknownFormat(f"Unknown format {asked!r}: this URL serves "
@@ -63,8 +66,8 @@ def error_response(format: str | None, status: int, message: str) -> HttpRespons
 
 
 def negotiated(*offered: str) -> Callable:
-    """Pass the view the chosen format (`format=`), answer 400 to an unknown `?format=`
-    (in JSON when the Accept header prefers it), answer a request for JSON that the view
+    """Pass the view the chosen format (`format=`), answer 400 to an unknown or repeated
+    `?format=` (in JSON when the Accept header prefers it), answer a request for JSON that the view
     finds nothing for with a JSON 404, and mark every answer `Vary: Accept`: caches must
     keep browsers' and feed readers' copies apart."""
     def decorate(view: Callable) -> Callable:
@@ -72,7 +75,7 @@ def negotiated(*offered: str) -> Callable:
         def negotiating(request: HttpRequest, *args, **kwargs) -> HttpResponse:
             try:
                 chosen = chosen_format(request, offered)
-            except UnknownFormat as error:
+            except (UnknownFormat, RepeatedParameter) as error:
                 accepted = preferred_format(request.headers.get("Accept", ""), offered)
                 response = error_response(accepted, 400, str(error))
             else:

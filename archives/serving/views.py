@@ -51,6 +51,7 @@ from archives.documents.schemas import CurrentSchemaDocument, SchemaVersionDocum
 from archives.html import pages
 from archives.html.activity import ActivityChart
 from archives.models import ArchivePage, Feed, Record, RecordSchema, Snapshot, SnapshotPage
+from archives.parameters import single
 from archives.push import hub
 from archives.validation import clean_key
 
@@ -73,7 +74,7 @@ FEEDS_PER_INDEX_PAGE = 50
 def index(request: HttpRequest) -> HttpResponse:
     """Every feed, by slug, a page of them at a time (a host may hold 100,000)."""
     feeds = Paginator(Feed.objects.order_by("slug"), FEEDS_PER_INDEX_PAGE).get_page(
-        request.GET.get("page"))
+        single(request.GET, "page"))
     return render(request, "archives/index.html", {"feeds": feeds})
 
 
@@ -82,7 +83,7 @@ def index(request: HttpRequest) -> HttpResponse:
 def subscription(request: HttpRequest, slug: str, format: str | None) -> HttpResponse:
     document = _feed_document(SubscriptionDocument, slug)
     if format == "html":
-        document = pages.FeedPage(document, page=request.GET.get("page"))
+        document = pages.FeedPage(document, page=single(request.GET, "page"))
     return serve(request, document)
 
 
@@ -194,7 +195,7 @@ def record(request: HttpRequest, slug: str, key: str, format: str | None) -> Htt
     except (ValidationError, Record.DoesNotExist):  # no record can have an invalid key
         raise Http404(f"Feed {slug!r} has no record {key!r}") from None
     if format == "html":
-        page = pages.RecordPage(document, page=request.GET.get("page"))
+        page = pages.RecordPage(document, page=single(request.GET, "page"))
         if document.record.is_deleted:  # its history, with the Atom URL's status
             return HttpResponseGone(page.body(), content_type=page.content_type,
                                     headers={"Cache-Control": page.cache_control()})
@@ -229,8 +230,8 @@ def schema_version(request: HttpRequest, slug: str, version: int) -> HttpRespons
 @read_only
 def search(request: HttpRequest, slug: str) -> HttpResponse:
     """Records of a feed whose key or title contains `q`, for people."""
-    context = pages.search(_feed_or_404(slug), request.GET.get("q", ""),
-                               request.GET.get("page"))
+    context = pages.search(_feed_or_404(slug), single(request.GET, "q") or "",
+                               single(request.GET, "page"))
     return _short_lived(render(request, "archives/search.html", context,
                                status=400 if context.get("invalid") else 200))
 

@@ -12,9 +12,11 @@ walk; complete and paged feeds by consumer/feedpub_consumer/checkpaged.py; an OA
 consumer/feedpub_consumer/checkoai.py. Each builds on this one.
 
 Record schemas (consumer/feedpub_consumer/recordschemas.py, `schema.*`): a document's
-`describedby` link of type application/schema+json must lead to a JSON Schema, and with
-`fetch_records` every live record's JSON, read at its alternate link, must match the schema
-it names.
+`describedby` link of type application/schema+json must lead to a JSON Schema, and each
+record read must match the schema it names. An Atom entry carries no metadata, so a record
+is read at its alternate link (its JSON): the sample's records when the feed declares a
+schema (a GET each instead of a HEAD: no more requests), every live record with
+`fetch_records` (one request a record).
 """
 
 from __future__ import annotations
@@ -160,11 +162,16 @@ class HttpChecks:
         self.notes.append(f"stopped early: {error}")
 
     def _result(self, documents: int) -> CheckResult:
-        if (note := self.schemas.note()) is not None:
+        if (note := self.schemas.note(self._records_read())) is not None:
             self.notes.append(note)
         return CheckResult(sorted(self.problems), documents, self.client.requests,
                            self.client.bytes_received, round(time.monotonic() - self.started, 3),
                            self.complete, self.notes)
+
+    def _records_read(self) -> str | None:
+        """Which records a run reads whole, for the schema note; None: every one it meets
+        (linked pages and OAI-PMH carry them)."""
+        return None
 
     def _check_revalidation(self, url: str, header: str, value: str | None) -> None:
         if not value:
@@ -474,9 +481,25 @@ class Checker(HttpChecks):
         page = self.pages.get(url) if url else None
         return page.document if page else None
 
+    def _reads_records(self) -> bool:
+        """Whether the alternates fetched are read as records, their JSON checked against
+        the schema each names: every live record's with `fetch_records`; else the sample's
+        when the feed declares a schema (a GET instead of a HEAD: an entry carries no
+        metadata, and this costs no more requests)."""
+        return self.fetch_records or bool(self.schemas.validators)
+
+    def _records_read(self) -> str | None:
+        if self.fetch_records:
+            return None
+        every = "--fetch-records reads every live record's JSON, one request a record"
+        if self.sample > 0:
+            return f"a sample of the live records, --sample {self.sample}; {every}"
+        return f"an entry carries no metadata, and --sample is 0: {every}"
+
     def _check_alternates(self) -> None:
-        """A sample of live records: their alternate link must resolve (Atom-PMH 4.2);
-        with `fetch_records`, every live record, its JSON checked against its schema."""
+        """A sample of live records: their alternate link must resolve (Atom-PMH 4.2), and
+        with a record schema their JSON must match it; with `fetch_records`, every live
+        record's."""
         if self.sample <= 0 and not self.fetch_records:
             return
         reconstruction = Reconstruction()
@@ -490,8 +513,9 @@ class Checker(HttpChecks):
 
     def _check_alternate(self, record: dict[str, Any]) -> None:
         href = record["alternate"]
+        reads = self._reads_records()
         try:
-            if self.fetch_records:
+            if reads:
                 answer = self.client.fetch(href, headers={"Accept": "application/json"})
             else:
                 answer = self.client.fetch(href, method="HEAD")
@@ -506,7 +530,7 @@ class Checker(HttpChecks):
         if not 200 <= answer.status < 300:
             self._problem(record["source"], "pmh.alternate",
                           f"entry {record['id']}: alternate {href} answered HTTP {answer.status}")
-        elif self.fetch_records:
+        elif reads:
             self._check_record_json(record, answer)
 
     def _check_record_json(self, record: dict[str, Any], answer: Response) -> None:

@@ -175,7 +175,8 @@ def checkfeed_arguments(parser: argparse.ArgumentParser) -> None:
                                         "flags published pages that changed")
     parser.add_argument("--sample", type=int, default=5,
                         help="Atom, RSS: live entries whose alternate link is fetched "
-                             "(0: none)")
+                             "(0: none); read as JSON and checked against its schema when "
+                             "the feed declares one")
     parser.add_argument("--fetch-records", action="store_true",
                         help="Atom: fetch every live record's JSON at its alternate link "
                              "instead of a sample (one request a record), and check it "

@@ -174,12 +174,14 @@ class RecordSchemas:
                          + "; ".join(found[:MAX_RECORD_ERRORS])
                          + (f"; and {counted(more, 'place')} more" if more > 0 else ""))
 
-    def note(self) -> str | None:
-        """What the run did with schemas, for the summary (None when it met none)."""
+    def note(self, records_read: str | None = None) -> str | None:
+        """What the run did with schemas, for the summary (None when it met none);
+        `records_read`: which records the run read whole, when not every one it met."""
         if not self.validators:
             return None
         usable = sum(validator is not None for validator in self.validators.values())
         return (f"{counted(self.records_checked, 'record')} checked against "
                 f"{counted(usable, 'record schema')}"
                 + (f" ({len(self.validators) - usable} unusable)"
-                   if usable < len(self.validators) else ""))
+                   if usable < len(self.validators) else "")
+                + (f" ({records_read})" if records_read else ""))
