@@ -1040,7 +1040,7 @@ def test_the_upgrade_recreates_the_app_services_by_name_and_leaves_nginx_up():
     upgrade = upgrade_blocks()[0].splitlines()
     named = [line.split("#")[0].split()[4:] for line in upgrade
              if line.startswith("docker compose up -d ")]
-    assert named[0] and set(named[0]) == after_migrate, named
+    assert set(named[0]) == after_migrate, named
     assert upgrade[-1].split("#")[0].strip() == "docker compose up -d"
 
 
@@ -1054,7 +1054,8 @@ def test_the_upgrade_without_a_502_leaves_nothing_for_a_later_up_to_recreate():
     assert not any("--no-deps" in command for command in ups)
     scale = next(i for i, command in enumerate(commands) if "--scale web=2" in command)
     assert commands.index("docker compose up -d migrate") < scale
-    assert "--no-recreate" in commands[scale] and "--wait" in commands[scale]
+    assert "--no-recreate" in commands[scale]
+    assert "--wait" in commands[scale]
     assert commands.index("old=$(docker compose ps -q web longpoll)") < scale
     assert commands[scale + 1] == "docker stop $old && docker rm $old"
     check = next(command for command in commands if "migrate --check" in command)
