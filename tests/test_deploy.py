@@ -1010,3 +1010,53 @@ def test_the_readme_deploy_over_plain_http_is_not_redirected_to_https():
     assert answer({**example, "ALLOWED_HOSTS": "localhost"}).startswith("answer: 301 https://")
     # nginx redirects only for an https base URL (feedpub.conf.template's maps)
     assert env["FEEDPUB_BASE_URL"].startswith("http://")
+
+
+def test_the_prometheus_override_is_added_to_compose_file_not_in_place_of_it():
+    """`-f` files replace COMPOSE_FILE: on a site with TLS in nginx, `docker compose -f
+    docker-compose.yml -f deploy/compose/prometheus.yml up -d` recreated nginx without
+    https.yml, and https went down. The override goes after what COMPOSE_FILE names."""
+    line = "COMPOSE_FILE=docker-compose.yml:deploy/compose/https.yml:deploy/compose/prometheus.yml"
+    metrics = (ROOT / "docs" / "operating" / "metrics.md").read_text()
+    assert f"```sh\n{line}\n```" in metrics
+    assert line in (ROOT / "deploy" / "compose" / "prometheus.yml").read_text()
+    for block in re.findall(r"```sh\n(.*?)```", metrics, re.DOTALL):
+        assert not re.search(r"^docker compose -f", block, re.MULTILINE), block
+
+
+def upgrade_blocks() -> list[str]:
+    section = UPGRADES[UPGRADES.index("## With Docker Compose"):UPGRADES.index("### Published")]
+    return re.findall(r"```sh\n(.*?)```", section, re.DOTALL)
+
+
+def test_the_upgrade_recreates_the_app_services_by_name_and_leaves_nginx_up():
+    """Compose v2 recreates every service that depends on one it recreates: a bare `up -d`
+    with a new image stopped nginx too (nothing answered for 17 s). The upgrade names the
+    services that run the new image, those that wait for `migrate`; then a bare `up -d`
+    recreates only what changed in its own definition."""
+    after_migrate = {name for name, service in SERVICES.items()
+                     if "migrate" in service.get("depends_on", {})}
+    assert after_migrate == {"web", "longpoll", "sealer", "websub"}
+    upgrade = upgrade_blocks()[0].splitlines()
+    named = [line.split("#")[0].split()[4:] for line in upgrade
+             if line.startswith("docker compose up -d ")]
+    assert set(named[0]) == after_migrate, named
+    assert upgrade[-1].split("#")[0].strip() == "docker compose up -d"
+
+
+def test_the_upgrade_without_a_502_leaves_nothing_for_a_later_up_to_recreate():
+    """Measured: 0 502s at 10 requests a second. `--no-deps` (which drops depends_on from
+    the containers it makes) or a `migrate` left on the old image made the next bare
+    `up -d` recreate web, longpoll and so nginx."""
+    rolling = upgrade_blocks()[1].splitlines()
+    commands = [line.split("  #")[0].strip() for line in rolling]
+    ups = [command for command in commands if command.startswith("docker compose up")]
+    assert not any("--no-deps" in command for command in ups)
+    scale = next(i for i, command in enumerate(commands) if "--scale web=2" in command)
+    assert commands.index("docker compose up -d migrate") < scale
+    assert "--no-recreate" in commands[scale]
+    assert "--wait" in commands[scale]
+    assert commands.index("old=$(docker compose ps -q web longpoll)") < scale
+    assert commands[scale + 1] == "docker stop $old && docker rm $old"
+    check = next(command for command in commands if "migrate --check" in command)
+    assert commands.index(check) < commands.index("docker compose up -d migrate")
