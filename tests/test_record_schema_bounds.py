@@ -280,6 +280,8 @@ def test_reads_go_on(client, old):
 
 
 def test_setting_a_new_schema_restores_writes(api, old):
+    assert api.patch("/api/feeds/old/", {"title": "Renamed"}, format="json").json()[
+        "record_schema"] == STORED_OVER  # (the feed itself changes as ever)
     fixed = {"properties": {"s": {"type": "string", "pattern": "^x{1,250}y$"}}}
     assert api.patch("/api/feeds/old/", {"record_schema": fixed},
                      format="json").status_code == 200
