@@ -419,21 +419,42 @@ def compile_schema(schema: dict[str, Any]) -> jsonschema_rs.Draft202012Validator
     return schemabounds.compile_validator(schema)
 
 
+class SchemaOverBounds(ValidationError):
+    """A record was to be checked against a stored version of its feed's schema that is over
+    the bounds (stored before feedpub set them): it is never run, and the write is refused (a
+    409 at the API: the feed's state decides, not the request)."""
+
+
 class RecordChecker:
     """One version of a feed's record schema, compiled: `errors(metadata)` says where a
-    record's metadata does not match it."""
+    record's metadata does not match it. A version over the bounds (`over_bounds` says why)
+    is not compiled: it is read (`schema`, `dublin_core`), never run."""
 
-    def __init__(self, schema: dict[str, Any], version: int | None = None):
+    def __init__(self, schema: dict[str, Any], version: int | None = None, feed: str = ""):
         self.schema = schema
         self.version = version
-        self._validator = compile_schema(schema)
-        try:  # (a version stored before the bounds were set may be over them)
-            self.steps = schemabounds.schema_steps(schema, depth=MAX_METADATA_DEPTH)
-        except schemabounds.TooCostly:
-            self.steps = schemabounds.MAX_SCHEMA_STEPS + 1
+        self.feed = feed  # its slug, which the refusal of a version over the bounds names
+        self.over_bounds: str | None = None
+        self._validator: jsonschema_rs.Draft202012Validator | None = None
+        try:  # (check_record_schema refuses a new schema over them: only a stored one is)
+            self.steps = schemabounds.check_schema(schema, depth=MAX_METADATA_DEPTH)
+        except schemabounds.TooCostly as error:
+            self.over_bounds = str(error)
+        else:
+            self._validator = compile_schema(schema)
 
     def errors(self, metadata: Any) -> list[str]:
-        """What is wrong with `metadata`, each as `metadata.path: why`; [] when it matches."""
+        """What is wrong with `metadata`, each as `metadata.path: why`; [] when it matches.
+        SchemaOverBounds, before anything is checked, for a version over the bounds."""
+        if self._validator is None:
+            raise SchemaOverBounds(
+                f"The record schema in force for the feed {self.feed!r} (version "
+                f"{self.version}) was stored before feedpub bounded what checking a record "
+                f"may cost, and is over those bounds: {self.over_bounds}. It is never run "
+                "against a record, so no record can be put into this feed until its "
+                "maintainer sets a new schema (checked against the live records as usual); "
+                "deleting records still works. (docs/describing-records.md, What feedpub "
+                "takes.)")
         if self._validator.is_valid(metadata):  # the common case, without collecting errors
             return []
         found = schemabounds.errors(self._validator, metadata, steps=self.steps)

@@ -6,9 +6,13 @@ under the bounds is taken, and any record written under it is answered."""
 
 from __future__ import annotations
 
+import json
 import time
+from io import StringIO
 
 import pytest
+from django.core.management import CommandError, call_command
+from django.utils import timezone
 from feedpub_consumer.checking import check_feed
 from feedpub_consumer.schemabounds import (
     MAX_PATTERN_SIZE,
@@ -16,10 +20,15 @@ from feedpub_consumer.schemabounds import (
     pattern_size,
     schema_steps,
 )
+from lxml import html
 
+from archives.log import publishing
+from archives.models import Entry, Feed, Record, RecordSchema
 from archives.validation import UNREPORTED_MISMATCH, RecordChecker
 
 from .broken_feeds import FeedServer
+from .factories import record_data
+from .oai import ask
 from .test_api import FEED_PERMS, RECORD_PERMS, UserFactory, token_client
 from .test_checkfeed_schema import linked_feed, messages, serve_schema
 
@@ -164,3 +173,138 @@ def test_checkfeed_says_it_could_not_check_against_a_hostile_schema_and_goes_on(
     assert "0 records checked against 0 record schemas (1 unusable)" in result.notes
     feed = linked_feed(server, [{"x": "str"}, {"x": 1}], fine)
     assert messages(check_feed(feed.latest), "schema.record")
+
+
+# A version stored before the bounds -------------------------------------------------------
+# An upgrade keeps the versions an older release stored, over the bounds or not: one over
+# them is never run against a record (archives.validation.RecordChecker), so the feed takes
+# no put until its maintainer sets a new schema; deletes and every read go on.
+
+STORED_OVER = {"properties": {"s": {"type": "string", "pattern": "x{5000}y", "x-dc": "subject"}}}
+WHY_OVER = ("The record schema in force for the feed 'old' (version 1) was stored before "
+            "feedpub bounded what checking a record may cost, and is over those bounds: at "
+            "properties/s/pattern, the pattern 'x{5000}y' repeats more than 256 times")
+
+
+@pytest.fixture
+def old(db):
+    """A feed with one live record, whose schema an older release stored over the bounds
+    (as it stored it: the row, and the feed and its record and entry naming it)."""
+    feed = publishing.create_feed(slug="old", title="Old")
+    publishing.put_record(feed=feed, key="k1", data=record_data(1, metadata={"s": "xy"}))
+    RecordSchema.objects.create(feed=feed, version=1, text=json.dumps(STORED_OVER),
+                                created=timezone.now())
+    Feed.objects.filter(pk=feed.pk).update(schema_version=1)
+    Record.objects.filter(feed=feed).update(schema_version=1)
+    Entry.objects.filter(feed=feed).update(schema_version=1)
+    feed.refresh_from_db()
+    return feed
+
+
+def written(feed) -> list[tuple[int, str, str]]:
+    return list(Entry.objects.filter(feed=feed).order_by("seq").values_list(
+        "seq", "kind", "record__key"))
+
+
+def conflict(answer) -> str:
+    assert answer.status_code == 409, answer.content
+    assert "errors" not in answer.json()  # the feed's state, not the request, refuses it
+    return answer.json()["detail"]
+
+
+def test_a_put_under_a_stored_version_over_the_bounds_is_refused_naming_why(api, old):
+    answer = api.put("/api/feeds/old/records/k2",
+                     {"title": "K", "metadata": {"s": "x" * 5000 + "y"}}, format="json")
+    said = conflict(answer)
+    assert said.startswith(WHY_OVER)
+    assert "until its maintainer sets a new schema" in said
+    assert "deleting records still works" in said
+    retried = api.put("/api/feeds/old/records/k1", record_data(1, metadata={"s": "xy"}),
+                      format="json")  # a put that would change nothing is refused too
+    assert conflict(retried).startswith(WHY_OVER)
+    assert written(old) == [(1, "create", "k1")]
+
+
+def test_a_batch_needing_it_is_refused_whole(api, old):
+    answer = api.post("/api/feeds/old/batch", {"operations": [
+        {"op": "delete", "key": "k1"},
+        {"op": "put", "key": "k2", "record": {"title": "K", "metadata": {"s": "y"}}}]},
+        format="json")
+    assert conflict(answer).startswith(WHY_OVER)
+    assert written(old) == [(1, "create", "k1")]
+
+
+def test_deleting_records_still_works(api, old):
+    assert api.post("/api/feeds/old/batch", {"operations": [
+        {"op": "delete", "key": "k1"}]}, format="json").status_code == 200
+    assert api.put("/api/feeds/old/records/k1", record_data(1),
+                   format="json").status_code == 409  # (restoring it is a put)
+    assert written(old) == [(1, "create", "k1"), (2, "delete", "k1")]
+
+
+def test_an_admin_save_is_refused_with_the_message_and_writes_nothing(admin_client, old):
+    record = Record.objects.get(feed=old, key="k1")
+    answer = admin_client.post(f"/admin/archives/record/{record.pk}/change/", {
+        "title": "Changed", "summary": "", "metadata": json.dumps({"s": "y"}),
+        "links": "[]"})
+    assert answer.status_code == 200
+    shown = " ".join(html.fromstring(answer.content.decode()).xpath(
+        "string(//ul[contains(@class, 'errorlist')])").split())
+    assert shown.startswith(WHY_OVER)
+    assert written(old) == [(1, "create", "k1")]
+
+
+@pytest.mark.parametrize("dry_run", [[], ["--dry-run"]], ids=["import", "dry-run"])
+def test_an_import_is_refused_with_the_message_and_writes_nothing(old, tmp_path, dry_run):
+    path = tmp_path / "records.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in [
+        {"key": "k1", "deleted": True}, {"key": "k2", "title": "Two", "metadata": {"s": "y"}},
+        {"key": "k3", "title": "Three", "metadata": {"s": "y"}}]) + "\n")
+    with pytest.raises(CommandError) as failure:
+        call_command("import_records", "old", str(path), "--no-progress", *dry_run,
+                     stdout=StringIO(), stderr=StringIO())
+    assert str(failure.value).startswith(f"2 lines (2-3): {WHY_OVER}")
+    assert written(old) == [(1, "create", "k1")]
+
+
+def test_reads_go_on(client, old):
+    served = client.get("/feeds/old/schema/1")
+    assert served.status_code == 200
+    assert json.loads(served.content) == STORED_OVER
+    assert client.get("/feeds/old/records/k1").status_code == 200
+    assert client.get("/feeds/old/records/k1",
+                      HTTP_ACCEPT="application/json").json()["metadata"] == {"s": "xy"}
+    dc = ask(client, verb="GetRecord", metadataPrefix="oai_dc",
+             identifier=f"oai:feedpub.localhost:{old.uuid}/k1")
+    assert [subject.text for subject in dc.iter("{*}subject")] == ["xy"]
+
+
+def test_setting_a_new_schema_restores_writes(api, old):
+    assert api.patch("/api/feeds/old/", {"title": "Renamed"}, format="json").json()[
+        "record_schema"] == STORED_OVER  # (the feed itself changes as ever)
+    fixed = {"properties": {"s": {"type": "string", "pattern": "^x{1,250}y$"}}}
+    assert api.patch("/api/feeds/old/", {"record_schema": fixed},
+                     format="json").status_code == 200
+    assert api.put("/api/feeds/old/records/k2", {"title": "K", "metadata": {"s": "xxy"}},
+                   format="json").status_code == 201
+    refused = api.put("/api/feeds/old/records/k3", {"title": "K", "metadata": {"s": "y"}},
+                      format="json")
+    assert refused.status_code == 400  # checked, under version 2
+    assert [kind for _, kind, _ in written(old)] == ["create", "create"]
+
+
+def test_a_new_schema_the_live_records_break_is_refused_as_usual(api, old):
+    answer = api.patch("/api/feeds/old/", {"record_schema": {"properties": {
+        "s": {"type": "integer"}}}}, format="json")
+    assert answer.status_code == 409
+    assert answer.json()["errors"]["record_schema"][0].startswith(
+        "1 live record(s) do not match this schema; the first, 'k1': metadata.s:")
+
+
+def test_a_command_lists_the_feeds_whose_schema_in_force_is_over_the_bounds(old):
+    publishing.create_feed(slug="fine", title="Fine", record_schema=UNDER)
+    out = StringIO()
+    call_command("schemas_over_bounds", stdout=out)
+    listed = out.getvalue().splitlines()
+    assert listed[0].startswith("old: version 1: at properties/s/pattern, the pattern")
+    assert listed[1:] == ["1 of 2 feeds with a record schema is over the bounds"]

@@ -173,5 +173,20 @@ ERRORS = {
 }
 SLUG_TAKEN = "The feed 'books' has this slug already; choose another."
 CREATE_CONFLICT = {"detail": f"slug: {SLUG_TAKEN}", "errors": {"slug": [SLUG_TAKEN]}}
+
+
+def _stored_over_bounds() -> dict[str, str]:
+    """A put under a version of the feed's schema stored over the bounds (before they were
+    set), as validation.RecordChecker refuses it."""
+    stored = validation.RecordChecker({"properties": {"isbn": {"pattern": "^[0-9]{5000}$"}}},
+                                      1, "books")
+    try:
+        stored.errors({})
+    except validation.SchemaOverBounds as refusal:
+        return {"detail": str(refusal.message)}
+    raise AssertionError("a schema over the bounds was run")
+
+
+PUT_CONFLICT = _stored_over_bounds()
 BATCH_INVALID = {"detail": "1 operation(s) are invalid; nothing was applied.",
                  "errors": {"operations": {"1": _refusal(validation.clean_key, "a b")}}}

@@ -34,6 +34,7 @@ from archives.log.publishing import (
 from archives.models import Feed, Record
 from archives.parameters import RepeatedParameter
 from archives.serving.negotiation import error_response, json_error
+from archives.validation import SchemaOverBounds
 
 logger = logging.getLogger(__name__)
 
@@ -89,7 +90,7 @@ def as_drf(error: DjangoValidationError) -> serializers.ValidationError:
 def handle(exc: Exception, context: dict) -> Response | None:
     """REST_FRAMEWORK["EXCEPTION_HANDLER"]: the write path's errors as JSON answers."""
     # Before ValidationError, which they are: the data refuses a valid request.
-    if isinstance(exc, FeedPromised | SchemaConflict | SlugTaken):
+    if isinstance(exc, FeedPromised | SchemaConflict | SchemaOverBounds | SlugTaken):
         exc = Conflict(exc)
     elif isinstance(exc, BatchError):
         errors = {"operations": {str(index): why for index, why in exc.errors.items()}}

@@ -57,7 +57,9 @@ ERRORS = {
          "browsable API's HTML).",
     409: "The server's data forbids the change: another feed has the slug (in any case), "
          "the feed has entries (its slug and page size are fixed, it cannot be deleted), "
-         "live records do not match the record schema, or the record is deleted.",
+         "live records do not match the record schema, the record is deleted, or (a put) "
+         "the feed's record schema was stored before feedpub bounded what checking a record "
+         "may cost and is over those bounds, until its maintainer sets a new one.",
     411: "The body came chunked (Transfer-Encoding) without a Content-Length.",
     412: "If-Match does not match the record's current ETag: it changed meanwhile.",
     413: "The body is larger than FEEDPUB_API_MAX_BODY_BYTES (10 MiB by default).",
@@ -290,7 +292,8 @@ class RecordDetail(FeedMixin, ApiView):
                     "Creating needs archives.add_record as well as change_record.",
         request=RecordBodySerializer, parameters=[IF_MATCH],
         responses={200: RecordSerializer, 201: RecordSerializer,
-                   **errors(400, 401, 403, 404, 412, *BODY)},
+                   **errors(400, 401, 403, 404, 409, 412, *BODY,
+                            conflict=examples.PUT_CONFLICT)},
         examples=examples.RECORD_PUT + examples.RECORD_ANSWER,
     )
     def put(self, request: Request, slug: str, key: str) -> Response:
@@ -373,7 +376,8 @@ class Batch(FeedMixin, ApiView):
         ),
         request=BatchSerializer,
         responses={200: BatchAnswerSerializer,
-                   **errors(400, 401, 403, 404, *BODY, invalid=examples.BATCH_INVALID)},
+                   **errors(400, 401, 403, 404, 409, *BODY, invalid=examples.BATCH_INVALID,
+                            conflict=examples.PUT_CONFLICT)},
         examples=examples.BATCH,
     )
     def post(self, request: Request, slug: str) -> Response:

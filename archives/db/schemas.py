@@ -30,7 +30,7 @@ def version_checker(feed: Feed, version: int) -> RecordChecker:
     feed has no such version."""
     # By the feed's uuid, never reused (its id is, by SQLite after a rollback and by tests).
     found = _kept.get((feed.uuid, version))
-    if found is None:
+    if found is None or found.feed != feed.slug:  # (renamed: its refusals name the feed)
         text = RecordSchema.objects.values_list("text", flat=True).get(
             feed_id=feed.pk, version=version)
         found = keep(feed, version, json.loads(text))
@@ -39,8 +39,9 @@ def version_checker(feed: Feed, version: int) -> RecordChecker:
 
 def keep(feed: Feed, version: int, schema: dict[str, Any]) -> RecordChecker:
     """Compile and keep version `version` of the feed's schema: the write path calls it as it
-    writes a new version, so that the writes after it find it here."""
-    compiled = RecordChecker(schema, version)
+    writes a new version, so that the writes after it find it here. A version stored over the
+    bounds is kept as such: read, never run against a record (RecordChecker)."""
+    compiled = RecordChecker(schema, version, feed.slug)
     with _lock:
         if len(_kept) >= MAX_KEPT:
             _kept.clear()  # rare (512 versions in use at once): simpler than an LRU

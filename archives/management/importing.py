@@ -193,6 +193,8 @@ def _apply(feed: Feed, batch: list[Line], outcome: Outcome, schema: RecordChecke
     except publishing.BatchError as error:
         raise ImportFailed({batch[index].number: batch[index].said(_why(why))
                             for index, why in error.errors.items()}, outcome) from None
+    except validation.SchemaOverBounds:  # said of each put of the batch, at once (_refused)
+        raise ImportFailed(_check(batch, Outcome(), schema), outcome) from None
     outcome.batches += 1
     outcome.records += len(batch)
     for entry in entries:
@@ -236,7 +238,10 @@ def _refused(operation: dict[str, Any], schema: RecordChecker | None) -> str | N
         return _why(publishing.error_details(error))
     if schema is not None and isinstance(parsed, publishing.Put):
         # The feed's schema, as the write path asks it under the lock (and says it).
-        errors = schema.errors(parsed.record.metadata)
+        try:
+            errors = schema.errors(parsed.record.metadata)
+        except validation.SchemaOverBounds as refusal:
+            return str(refusal.message)
         if errors:
             return _why({"metadata": errors})
     return None

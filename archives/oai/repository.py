@@ -154,7 +154,7 @@ def dublin_core(feed_uuid: uuid.UUID, version: int) -> tuple[tuple[str, str], ..
     record schema that carries `x-dc`, in the schema's order. A version never changes and a
     uuid is never reused, so what is kept is never stale: one query per version and process,
     not one per record of a list."""
-    feed = Feed.objects.only("id", "uuid").get(uuid=feed_uuid)
+    feed = Feed.objects.only("id", "uuid", "slug").get(uuid=feed_uuid)
     return tuple(schemas.version_checker(feed, version).dublin_core().items())
 
 
