@@ -33,10 +33,12 @@ from jsonschema_rs import Draft202012Validator
 # Subschema applications at one place of a record (a pattern counts its size): at most this
 # many. Measured (docs/performance/record-schemas.md): at this bound the slowest record a
 # schema can make (100,000 bytes of 33,000 values, every one at the bound) is checked in
-# about 0.3 s; the schemas of the demo and the tests apply at most a dozen at one place.
-MAX_SCHEMA_STEPS = 256
-# A pattern's size with its counted repetitions written out (`[a-z]{2,8}` is 8).
-MAX_PATTERN_SIZE = 256
+# about 0.05 s, and four such writes at once, served, each in under 1 s (at 256, up to 1.3 s);
+# the demo's schema applies at most 32 at one place, the tests' fewer.
+MAX_SCHEMA_STEPS = 128
+# A pattern's size with its counted repetitions written out (`[a-z]{2,8}` is 8). No larger
+# than MAX_SCHEMA_STEPS, which a pattern counts toward: the refusal then names the pattern.
+MAX_PATTERN_SIZE = 128
 # What a report of a record's errors may cost, in errors the validator could build: values
 # of the record times the schema's steps (bytes quoted: the same, times the depth).
 MAX_ERROR_WORK = 10_000
