@@ -193,7 +193,11 @@ def has_token(request: HttpRequest) -> bool:
 
 def refusal(request: HttpRequest) -> HttpResponse | None:
     """None when the client may read the metrics; else the answer that says why not."""
-    if may_scrape_without_token(client_address(request)) or has_token(request):
+    # Both the peer and the client it forwards for: a client that reaches gunicorn itself
+    # writes X-Forwarded-For as it likes (`127.0.0.1`), and nginx on the same host as the
+    # app is a loopback peer for every client.
+    addresses = (request.META.get("REMOTE_ADDR", ""), client_address(request))
+    if all(map(may_scrape_without_token, addresses)) or has_token(request):
         return None
     if not settings.FEEDPUB_METRICS_TOKEN:
         return HttpResponse("/metrics answers loopback and FEEDPUB_METRICS_NETWORKS only "

@@ -388,6 +388,7 @@ REST_FRAMEWORK = {
         "rest_framework.renderers.BrowsableAPIRenderer",
     ],
     "DEFAULT_SCHEMA_CLASS": "archives.api.schema.AutoSchema",
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "archives.api.negotiation.SingleFormatNegotiation",
     "EXCEPTION_HANDLER": "archives.api.exceptions.handle",
     "DEFAULT_THROTTLE_CLASSES": [
         "archives.api.throttling.AnonThrottle",

@@ -305,11 +305,29 @@ def test_behind_nginx_the_client_is_the_address_nginx_saw_not_nginx(client, db, 
     forged = client.get("/metrics", HTTP_X_FORWARDED_FOR=f"127.0.0.1, {PUBLIC}",
                         **through_nginx)
     settings.FEEDPUB_METRICS_NETWORKS = [ipaddress.ip_network("10.0.0.0/24")]
+    # A listed client through a proxy that is not listed: both must be.
+    through_unlisted = client.get("/metrics", HTTP_X_FORWARDED_FOR="10.0.0.7", **through_nginx)
+    settings.FEEDPUB_METRICS_NETWORKS.append(ipaddress.ip_network("172.18.0.0/16"))
     inside = client.get("/metrics", HTTP_X_FORWARDED_FOR="10.0.0.7", **through_nginx)
     token = client.get("/metrics", HTTP_X_FORWARDED_FOR=PUBLIC,
                        HTTP_AUTHORIZATION="Bearer s3cret-metrics-token", **through_nginx)
-    assert [public.status_code, forged.status_code, inside.status_code,
-            token.status_code] == [401, 401, 200, 200]
+    assert [public.status_code, forged.status_code, through_unlisted.status_code,
+            inside.status_code, token.status_code] == [401, 401, 401, 200, 200]
+
+
+def test_a_client_that_reaches_gunicorn_itself_cannot_forward_for_loopback(client, db):
+    """Its X-Forwarded-For is its own writing: the peer's address must pass too."""
+    for forwarded in ("127.0.0.1", "::1", f"{PUBLIC}, 127.0.0.1"):
+        assert client.get("/metrics", REMOTE_ADDR=PUBLIC,
+                          HTTP_X_FORWARDED_FOR=forwarded).status_code == 403, forwarded
+
+
+def test_nginx_on_the_same_host_does_not_open_metrics_to_its_clients(client, db):
+    """nginx beside gunicorn connects from loopback: the client it forwards for decides."""
+    assert client.get("/metrics", REMOTE_ADDR="127.0.0.1",
+                      HTTP_X_FORWARDED_FOR=PUBLIC).status_code == 403
+    assert client.get("/metrics", REMOTE_ADDR="127.0.0.1",
+                      HTTP_X_FORWARDED_FOR="127.0.0.1").status_code == 200
 
 
 def test_metrics_stay_on_plain_http_when_https_is_enforced(client, db, settings):

@@ -86,3 +86,14 @@ def test_the_admin_refuses_a_repeated_feed_for_a_new_record(admin_client, db):
     assert response.status_code == 400
     assert response.content.decode() == (
         "The parameter feed is given more than once; give it once.")
+
+
+@pytest.mark.parametrize("url", ["/api/feeds/?format=json&format=api",
+                                 "/api/?format=json&format=api",
+                                 "/api/schema/?format=json&format=yaml"])
+def test_every_api_view_refuses_a_repeated_format(client, db, url):
+    response = client.get(url)
+
+    assert response.status_code == 400
+    assert response.json()["detail"] == (
+        "The parameter format is given more than once; give it once.")

@@ -15,8 +15,12 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 from feedpub_consumer.checking import check_feed
 from feedpub_consumer.schemabounds import (
+    MAX_PATTERN_LENGTH,
     MAX_PATTERN_SIZE,
+    MAX_RECORD_BYTES,
     MAX_SCHEMA_STEPS,
+    REGEX_FORMAT_WEIGHT,
+    UNREPORTED_MISMATCH,
     pattern_size,
     schema_steps,
 )
@@ -24,7 +28,7 @@ from lxml import html
 
 from archives.log import publishing
 from archives.models import Entry, Feed, Record, RecordSchema
-from archives.validation import UNREPORTED_MISMATCH, RecordChecker
+from archives.validation import RecordChecker
 
 from .broken_feeds import FeedServer
 from .factories import record_data
@@ -174,6 +178,65 @@ def test_checkfeed_says_it_could_not_check_against_a_hostile_schema_and_goes_on(
     feed = linked_feed(server, [{"x": "str"}, {"x": 1}], fine)
     assert messages(check_feed(feed.latest), "schema.record")
 
+
+
+def test_a_schema_too_intricate_to_count_is_refused_at_once(api):
+    """A $ref to the whole at each of a thousand properties: counting its cost level by
+    level took a minute; it is cut short, and said."""
+    whole = {"type": "object", "properties": {f"p{n}": {"$ref": "#"} for n in range(1000)}}
+    began = time.perf_counter()
+    said = refusal(set_schema(api, whole))
+    assert time.perf_counter() - began < 10
+    assert said.startswith("Refused: it is too intricate to bound what checking a record")
+
+
+@pytest.mark.parametrize("schema", [
+    {"$id": "http://[x/"}, {"properties": {"a": {"$ref": "http://[x/"}}},
+    {"$ref": "#/allOf/\u00b2"}])
+def test_a_reference_that_is_no_uri_is_refused_not_an_error(api, schema):
+    assert refusal(set_schema(api, schema)).startswith("Not a valid JSON Schema")
+
+
+def test_a_regex_format_counts_as_the_python_it_runs(api):
+    """Each string under `format: "regex"` is read by Python, some 2 us: it weighs
+    REGEX_FORMAT_WEIGHT steps, so a few at one place, not a hundred."""
+    def regexes(n):
+        return {"properties": {"l": {"items": {"allOf": [{"format": "regex"}] * n}}}}
+    most = (MAX_SCHEMA_STEPS - 1) // REGEX_FORMAT_WEIGHT
+    assert set_schema(api, regexes(most)).status_code == 201
+    assert "more than 128 subschemas" in refusal(set_schema(api, regexes(most + 1), "more"))
+    began = time.perf_counter()
+    answer = api.put("/api/feeds/bounded/records/k", {"title": "K", "metadata": {
+        "l": ["(a|b)c"] * 9_000}}, format="json")
+    assert answer.status_code == 201
+    assert time.perf_counter() - began < 5
+
+
+def test_a_long_pattern_is_refused_before_it_is_read_through(api):
+    long = "[ab]" * (MAX_PATTERN_LENGTH // 4 + 1)
+    assert refusal(set_schema(api, {"properties": {"s": {"pattern": long}}})).endswith(
+        f"characters long; at most {MAX_PATTERN_LENGTH:,}. (feedpub bounds what checking a "
+        "record may cost: docs/describing-records.md, What feedpub takes.)")
+
+
+def test_a_stored_pattern_that_is_not_ecma_262_still_runs(db):
+    """0.3.0 took `(?i)`, which the validator runs: a stored version holding one is not
+    over the bounds (a new schema is refused it, as not ECMA-262)."""
+    stored = RecordChecker({"properties": {"s": {"type": "string", "pattern": "(?i)^[a-z]+$"}}},
+                           1, "old")
+    assert stored.over_bounds is None
+    assert stored.errors({"s": "ABC"}) == []
+    assert stored.errors({"s": "1"}) == ['metadata.s: "1" does not match "(?i)^[a-z]+$"']
+
+
+def test_checkfeed_does_not_check_a_record_larger_than_the_bounds_hold_for(server):
+    fine = serve_schema(server, "/schemas/fine", {"properties": {"x": {"type": "string"}}})
+    feed = linked_feed(server, [{"x": "y" * 100_001}, {"x": 1}], fine)
+    result = check_feed(feed.latest)
+    [large] = [said for said in messages(result, "schema.record") if "could not" in said]
+    assert large.endswith(f"its metadata is 100,010 bytes of JSON, more than "
+                          f"{MAX_RECORD_BYTES:,}")
+    assert len(messages(result, "schema.record")) == 2  # the other record is checked
 
 # A version stored before the bounds -------------------------------------------------------
 # An upgrade keeps the versions an older release stored, over the bounds or not: one over

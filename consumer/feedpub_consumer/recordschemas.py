@@ -87,8 +87,7 @@ def mismatches(validator: Draft202012Validator, metadata: Any, *,
         return []
     found = schemabounds.errors(validator, metadata, steps=steps)
     if not found:
-        return ["metadata: does not match (too large a record, under this schema, to name "
-                "the places)"]
+        return [schemabounds.UNREPORTED_MISMATCH]
     return [f"{metadata_path(path)}: {shorter(message)}" for path, message in found]
 
 
@@ -155,10 +154,15 @@ class RecordSchemas:
         if validator is None:
             return  # said once, where the schema was first met
         depth = schemabounds.record_size(metadata)[1] - 1
-        if depth > schemabounds.DEFAULT_DEPTH:  # (the depth the schema's bound holds for)
-            self.problem(where, "schema.record",
-                         f"{record} could not be checked against {schema}: its metadata is "
-                         f"{depth} levels deep, more than {schemabounds.DEFAULT_DEPTH}")
+        size = len(json.dumps(metadata, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+        too_large = (  # (the records the schema's bounds hold for)
+            f"{depth} levels deep, more than {schemabounds.DEFAULT_DEPTH}"
+            if depth > schemabounds.DEFAULT_DEPTH else
+            f"{size:,} bytes of JSON, more than {schemabounds.MAX_RECORD_BYTES:,}"
+            if size > schemabounds.MAX_RECORD_BYTES else None)
+        if too_large:
+            self.problem(where, "schema.record", f"{record} could not be checked against "
+                                                 f"{schema}: its metadata is {too_large}")
             return
         self.records_checked += 1
         try:

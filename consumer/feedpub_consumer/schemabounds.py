@@ -39,6 +39,19 @@ MAX_SCHEMA_STEPS = 128
 # A pattern's size with its counted repetitions written out (`[a-z]{2,8}` is 8). No larger
 # than MAX_SCHEMA_STEPS, which a pattern counts toward: the refusal then names the pattern.
 MAX_PATTERN_SIZE = 128
+# A pattern's length in characters, looked at before its size: a long one is refused without
+# reading it through (a class such as `[A-Za-z0-9._%+-]` is 16 characters of size 1).
+MAX_PATTERN_LENGTH = 2_000
+# What a `format: "regex"` counts, as a step: each string under it is read by Python
+# (`is_regex`), some 2 us, where a subschema costs the validator 10-150 ns.
+REGEX_FORMAT_WEIGHT = 32
+# What counting a schema's cost may itself cost, in subschemas counted and places merged:
+# a 100,000-byte schema can name a $ref to the whole at each of a thousand properties, at
+# each of 64 levels (64 million, a minute); the demo's takes a few thousand.
+MAX_COUNT_WORK = 2_000_000
+# The largest metadata the bounds hold for (feedpub's MAX_METADATA_BYTES): checkfeed does not
+# check a larger record a server sends.
+MAX_RECORD_BYTES = 100_000
 # What a report of a record's errors may cost, in errors the validator could build: values
 # of the record times the schema's steps (bytes quoted: the same, times the depth).
 MAX_ERROR_WORK = 10_000
@@ -63,6 +76,13 @@ class TooCostly(Exception):
 
 class Unfollowed(TooCostly):
     """A $ref the count cannot follow (the validator refuses most of them itself)."""
+
+
+# Said of a record too large, under a schema of many steps, to report place by place (the
+# validator would build every error of every branch: `errors`), by the server and checkfeed.
+UNREPORTED_MISMATCH = ("metadata: does not match the record schema (a record this large is "
+                       "not reported place by place under this schema; check it with any "
+                       "JSON Schema validator)")
 
 
 def pattern_size(pattern: str) -> int:
@@ -119,14 +139,20 @@ def pattern_size(pattern: str) -> int:
 def regex_problem(pattern: str) -> str | None:
     """Why `pattern` is not a regular expression feedpub takes, or None: `pattern`,
     `patternProperties` and `format: "regex"` all ask this."""
+    if len(pattern) > MAX_PATTERN_LENGTH:
+        return (f"the pattern {shorter(pattern, 60)!r} is {len(pattern):,} characters long; "
+                f"at most {MAX_PATTERN_LENGTH:,}")
     size = pattern_size(pattern)
     if size > MAX_PATTERN_SIZE:
         return (f"the pattern {shorter(pattern, 60)!r} repeats more than {MAX_PATTERN_SIZE} "
                 f"times once its counted repetitions ({{n}}, {{n,m}}) are written out "
                 f"({size:,}); at most {MAX_PATTERN_SIZE}")
     if not _format_checker.is_valid(pattern):
-        return f"{shorter(pattern, 60)!r} is not an ECMA-262 regular expression"
+        return f"{shorter(pattern, 60)!r}{NOT_ECMA}"
     return None
+
+
+NOT_ECMA = " is not an ECMA-262 regular expression"
 
 
 def is_regex(text: str) -> bool:
@@ -179,8 +205,10 @@ def _merged(mine: dict, my_default: int, theirs: dict, their_default: int, limit
 
 
 class _Counter:
-    def __init__(self, schema: Any, base: str, limit: int):
+    def __init__(self, schema: Any, base: str, limit: int, strict: bool):
         self.limit = limit
+        self.strict = strict  # else a pattern that is not ECMA-262 counts by its size
+        self.work = 0
         self.known: dict[tuple[int, int], _Cost] = {}
         self.pending: set[tuple[int, int]] = set()
         self.resources: dict[str, Any] = {}
@@ -196,7 +224,7 @@ class _Counter:
             for item, where in level:
                 if isinstance(item, dict):
                     if isinstance(item.get("$id"), str):
-                        where = urldefrag(urljoin(where, item["$id"]))[0]
+                        where = urldefrag(_joined(where, item["$id"]))[0]
                         self.resources.setdefault(where, item)
                     self.bases[id(item)] = where
                     if isinstance(item.get("$anchor"), str):
@@ -211,7 +239,7 @@ class _Counter:
         self.resources.setdefault(base, node)
 
     def resolve(self, ref: str, node: dict) -> Any:
-        target, fragment = urldefrag(urljoin(self.bases[id(node)], ref))
+        target, fragment = urldefrag(_joined(self.bases[id(node)], ref))
         found = self.resources.get(target)
         if found is None:
             raise Unfollowed(f"$ref {ref!r} leads outside the schema")
@@ -222,7 +250,8 @@ class _Counter:
             return anchor
         for step in filter(None, unquote(fragment).split("/")):
             step = step.replace("~1", "/").replace("~0", "~")
-            if isinstance(found, list) and step.isdigit() and int(step) < len(found):
+            if (isinstance(found, list) and step.isascii() and step.isdigit()
+                    and int(step) < len(found)):
                 found = found[int(step)]
             elif isinstance(found, dict) and step in found:
                 found = found[step]
@@ -244,14 +273,25 @@ class _Counter:
         if depth > 0:
             self._below(node, depth - 1, place, found)
         for name, child in self._in_place(node, place):
-            found.add(self.cost(child, depth, name), self.limit)
+            cost = self.cost(child, depth, name)
+            self._spend(1 + len(cost.properties) + len(cost.items))
+            found.add(cost, self.limit)
         self.pending.discard(key)
         self.known[key] = found
         return found
 
+    def _spend(self, work: int) -> None:
+        self.work += work
+        if self.work > MAX_COUNT_WORK:
+            raise TooCostly("it is too intricate to bound what checking a record against it "
+                            f"costs (counting that took more than {MAX_COUNT_WORK:,} steps: "
+                            "many properties that each lead back through a $ref to the whole?)")
+
     def _below(self, node: dict, depth: int, place: str, found: _Cost) -> None:
         def most(child: Any, name: str) -> int:
-            return self.cost(child, depth, f"{place}/{name}".lstrip("/")).most()
+            cost = self.cost(child, depth, f"{place}/{name}".lstrip("/"))
+            self._spend(1 + len(cost.properties) + len(cost.items))
+            return cost.most()
 
         patterns = node.get("patternProperties")
         anywhere = sum(most(child, f"patternProperties/{name}")
@@ -300,10 +340,10 @@ class _Counter:
         if isinstance(node.get("patternProperties"), dict):
             patterns += [(f"{place}/patternProperties", name)
                          for name in node["patternProperties"]]
-        weight = 0
+        weight = REGEX_FORMAT_WEIGHT if node.get("format") == "regex" else 0
         for where, pattern in patterns:
             problem = regex_problem(pattern)
-            if problem:
+            if problem and (self.strict or not problem.endswith(NOT_ECMA)):
                 raise TooCostly(f"at {where.lstrip('/')}, {problem}")
             weight += pattern_size(pattern)
         if isinstance(node.get("enum"), list):
@@ -311,22 +351,31 @@ class _Counter:
         return weight
 
 
+def _joined(base: str, reference: str) -> str:
+    try:
+        return urljoin(base, reference)
+    except ValueError:  # (`http://[x/`: not a URI)
+        raise Unfollowed(f"{reference!r} is not a URI reference") from None
+
+
 def schema_steps(schema: Any, *, depth: int = DEFAULT_DEPTH, base: str = DEFAULT_BASE,
-                 limit: int = MAX_SCHEMA_STEPS) -> int:
+                 limit: int = MAX_SCHEMA_STEPS, strict: bool = True) -> int:
     """The most subschemas checking a record of at most `depth` levels against `schema`
     applies at any one place of it (a pattern counts its size), up to `limit` + 1; TooCostly
     for a pattern over MAX_PATTERN_SIZE, a $ref cycle that never goes deeper, or a $ref this
-    count cannot follow."""
-    counter = _Counter(schema, base, limit + 1)
+    count cannot follow. `strict=False` (a version stored before the bounds): a pattern that
+    is not ECMA-262 counts by its size rather than being refused."""
+    counter = _Counter(schema, base, limit + 1, strict)
     try:
         return counter.cost(schema, depth, "").most()
     except RecursionError:
         raise TooCostly("its $refs lead through each other too many times over") from None
 
 
-def check_schema(schema: Any, *, depth: int = DEFAULT_DEPTH, base: str = DEFAULT_BASE) -> int:
+def check_schema(schema: Any, *, depth: int = DEFAULT_DEPTH, base: str = DEFAULT_BASE,
+                 strict: bool = True) -> int:
     """The schema's steps (`schema_steps`), or TooCostly saying why it costs too much."""
-    steps = schema_steps(schema, depth=depth, base=base)
+    steps = schema_steps(schema, depth=depth, base=base, strict=strict)
     if steps > MAX_SCHEMA_STEPS:
         raise TooCostly(
             f"checking a record against it could apply more than {MAX_SCHEMA_STEPS} "
