@@ -14,7 +14,6 @@ import re
 from urllib.parse import urlencode
 
 from django import forms
-from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db.models import Count, Q
@@ -26,6 +25,8 @@ from django.utils.timezone import localtime
 from django.utils.translation import ngettext
 from django_jsonform.utils import ErrorMap
 from django_jsonform.widgets import JSONFormWidget
+
+from archives.conf import settings
 
 from . import jsoninput, validation
 from .db import django_internals, schemas, search

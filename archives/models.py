@@ -9,12 +9,13 @@ from __future__ import annotations
 import json
 import uuid
 
-from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models.functions import Cast, Lower
 from django.urls import reverse
 from django.utils import timezone
+
+from archives.conf import settings
 
 from .formats import record_atom_id
 

@@ -41,11 +41,11 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any, NamedTuple
 
-from django.conf import settings
 from django.db import connection
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from archives.conf import settings
 from archives.db import fastsql, schemas
 from archives.models import Feed, Record
 

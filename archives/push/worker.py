@@ -44,7 +44,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import aiohttp
-from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import (
     InterfaceError,
@@ -57,6 +56,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 from yarl import URL
 
+from archives.conf import settings
 from archives.db import heads
 from archives.documents import atom, base, linked, urls
 from archives.documents.feeds import RssSubscriptionDocument, SubscriptionDocument

@@ -49,10 +49,10 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from django.conf import settings
 from django.db import DatabaseError, connection, connections
 from prometheus_client import Gauge
 
+from archives.conf import settings
 from archives.db.heads import heads, version
 from archives.models import Feed
 
