@@ -15,8 +15,7 @@ from django.db.models.functions import Cast, Lower
 from django.urls import reverse
 from django.utils import timezone
 
-from archives.conf import settings
-
+from .conf import settings
 from .formats import record_atom_id
 
 MAX_PAGE_SIZE = 10_000
@@ -42,14 +41,16 @@ NEEDS_SEALING = ("last_seq__gte",
                  (Cast("sealed_pages", models.BigIntegerField()) + 1) * models.F("page_size"))
 
 
-# Fixed once a feed has an entry (Feed.frozen_fields).
+# Fixed once a feed has an entry (Feed.frozen_fields), whose promises begin then: its slug is
+# in every record, archive and snapshot URL and in its records' OAI-PMH set and `dc:identifier`,
+# which harvesters keep (deletedRecord=persistent), and its page size sets every page's range.
+# Nor is the feed ever deleted (Feed.deletable); archives.log.publishing enforces both.
 FROZEN_FIELDS = ("slug", "page_size")
 
 
 class Feed(models.Model):
-    # Unique ignoring case too (the `feed_slug_unique_ignoring_case` constraint): kept as
-    # given, but `race` and `Race` would be one folder of exported pages on storage that
-    # ignores case, and one feed to a person reading them.
+    # Unique ignoring case too (`feed_slug_unique_ignoring_case`), kept as given: `race` and
+    # `Race` would be one folder on storage that ignores case, and one feed to a reader.
     slug = models.SlugField(
         max_length=100, unique=True,
         help_text="The feed's URL name (letters, digits, - and _; unique whatever the case); "
@@ -74,10 +75,9 @@ class Feed(models.Model):
     last_updated = models.DateTimeField(null=True, blank=True, editable=False)
     # How far the feed is sealed: pages 1..sealed_pages hold entries 1..sealed_pages*page_size.
     sealed_pages = models.PositiveIntegerField(default=0, editable=False)
-    # When documents' bytes last changed, for their Last-Modified (archives/documents/base.py);
-    # apart from entries' `updated`, since a seal or a retitle changes bytes too.
-    # The feed's own description (slug, title, subtitle, author, language): every document
-    # shows it.
+    # When documents' bytes last changed, for their Last-Modified (archives/documents/base.py),
+    # apart from entries' `updated` (a seal or a retitle changes bytes too). The feed's own
+    # description (slug, title, subtitle, author, language), which every document shows:
     description_modified = models.DateTimeField(default=timezone.now, editable=False)
     # The subscription document: every write, seal and description change.
     subscription_modified = models.DateTimeField(default=timezone.now, editable=False)
@@ -125,13 +125,6 @@ class Feed(models.Model):
     def full_pages(self) -> int:
         """How many pages the entries written so far fill (sealed or not yet)."""
         return self.last_seq // self.page_size
-
-    # A feed's promises begin with its first entry: from then on its slug is in every
-    # record, archive and snapshot URL and in its records' OAI-PMH set and `dc:identifier`,
-    # which harvesters keep (deletedRecord=persistent: a deleted record stays visible as
-    # deleted), and its page size sets every page's range. So both are fixed and the feed
-    # is never deleted (archives.log.publishing enforces it; the API and the admin ask
-    # these two properties).
 
     @property
     def frozen_fields(self) -> list[str]:
@@ -267,8 +260,7 @@ class RecordSchema(models.Model):
     class Meta:
         ordering = ["feed", "version"]
         constraints = [
-            # Serves /feeds/<slug>/schema/<version> and the write path's check: WHERE
-            # feed_id = ? AND version = ?
+            # Serves /feeds/<slug>/schema/<version> and the write path: WHERE feed_id, version
             models.UniqueConstraint(fields=["feed", "version"],
                                     name="record_schema_unique_version_per_feed"),
         ]
@@ -306,13 +298,11 @@ class ArchivePage(models.Model):
     # The same entries as linked-pages page `number`: a multipart/mixed body, frozen at
     # seal time (archives/documents/linkedpages.py). Its links are headers, so it never changes.
     multipart = models.BinaryField(null=True)
-    # The RSS 2.0 twin of `body` (archives/documents/rss.py), frozen in the same transaction and
-    # given its next-archive link at the same moment. Null on pages sealed before it was
-    # stored (migration 0007) until sealing.freeze_rss_pages backfills it.
+    # The RSS 2.0 twin of `body` (archives/documents/rss.py), frozen and given its next-archive
+    # link with it; null on pages sealed before migration 0007 until sealing.freeze_rss_pages.
     rss = models.BinaryField(null=True)
-    # The `modified` of the version written to the `feedpub_pages` storage (null: none
-    # yet); behind `modified` while the current version waits for its export
-    # (archives/storage/export.py).
+    # The `modified` of the version in the `feedpub_pages` storage (archives/storage/export.py);
+    # null, or behind `modified`, while the current version waits for its export.
     exported = models.DateTimeField(null=True)
 
     class Meta:
@@ -491,9 +481,8 @@ class Subscription(models.Model):
 
 
 class Heartbeat(models.Model):
-    """When a background process last completed a pass, by its `name` ("sealer": a pass of
-    `seal_archives --watch`): /metrics reads it (feedpub/metrics.py), since those processes
-    run apart from the web's, often in containers of their own."""
+    """When a background process (`name`; "sealer": `seal_archives --watch`) last completed a
+    pass, for /metrics (feedpub/metrics.py): those processes run apart from the web's."""
 
     name = models.CharField(max_length=40, unique=True)
     at = models.DateTimeField()
