@@ -2,8 +2,10 @@
 
 `from archives.conf import settings` instead of `from django.conf import settings`: then
 `settings.FEEDPUB_X` is the host project's value, or the default below when the project
-does not set it, and every other name is Django's own setting. Each is read when asked for,
-never kept, so `override_settings` and the `settings` fixture of the tests apply at once.
+does not set it, and every other name is Django's own setting. Each is read when first asked
+for and kept until a setting changes (Django's setting_changed, which `override_settings` and
+the tests' `settings` fixture send), as Django keeps its own: a default costs no failed lookup
+on every request.
 
 One setting has no default, FEEDPUB_BASE_URL: every URL inside a sealed document is built
 from it, forever, so a guess would be sealed into the archive. Reading it unset, or any
@@ -22,6 +24,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings as django_settings
 from django.core.exceptions import ImproperlyConfigured
+from django.core.signals import setting_changed
 
 T = TypeVar("T")
 
@@ -67,7 +70,11 @@ class Setting(Generic[T]):
                                            f"default for it (docs/deploying/settings.md)")
             else:
                 value = self.default
-        return value if self.clean is None else self.clean(self.name, value)
+        if self.clean is not None:
+            value = self.clean(self.name, value)
+        # Kept in the instance: its next read finds it there, not here.
+        instance.__dict__[self.name] = value
+        return value
 
 
 def absolute_url(name: str, value: str) -> str:
@@ -201,3 +208,11 @@ class AppSettings:
 
 
 settings = AppSettings()
+
+
+def forget(**kwargs: Any) -> None:
+    """Any setting changed: read each again (a derived default follows what it comes from)."""
+    settings.__dict__.clear()
+
+
+setting_changed.connect(forget, dispatch_uid="archives.conf.forget")
