@@ -34,6 +34,7 @@ from django.conf import settings
 from django.utils.http import http_date
 
 from archives import formats, validation
+from archives.models import Feed
 
 from . import atom
 from .pagecache import PageCache
@@ -72,10 +73,24 @@ class Document:
     streams = False  # its body comes in pieces, from stream(): see views.serve
     # Answer If-Modified-Since (else only If-None-Match): see the module docstring.
     honours_if_modified_since = True
+    # A HEAD is answered without rendering, so without a Content-Length (a document
+    # rendered per request, whose length only its bytes tell): see views.serve.
+    head_without_length = False
 
     def __init__(self, *, read_at: datetime):
         # When its inputs were read (at the latest): no change committed before it is missing.
         self.read_at = read_at
+
+    @classmethod
+    def for_topic(cls, feed: Feed, *, read_at: datetime) -> Document | None:
+        """This kind's document of `feed` as the content of its WebSub topic (None: none
+        yet), for kinds that are topics (archives/documents/kinds.py)."""
+        raise NotImplementedError(f"{cls.__name__} is not a WebSub topic")
+
+    def topic_headers(self) -> dict[str, str]:
+        """Headers a delivery of this document to a topic's subscribers carries besides
+        its Content-Type and Link."""
+        return {}
 
     def etag(self) -> str:
         raise NotImplementedError

@@ -77,6 +77,18 @@ class LinkedPageDocument(Document):
             final_pages.put(("linked", slug, number), page, size=len(page.body()))
         return page
 
+    @classmethod
+    def for_topic(cls, feed: Feed, *, read_at: datetime) -> LinkedPageDocument | None:
+        """The entry point's content: the newest page (None: no entries yet)."""
+        try:
+            return cls.for_page(feed.slug, newest_page(feed))
+        except ArchivePage.DoesNotExist:  # no entries yet (or renamed since read)
+            return None
+
+    def topic_headers(self) -> dict[str, str]:
+        """The page a delivery holds: the entry point's content is the newest page."""
+        return {"Content-Location": self.links()[0][1]}
+
     @cached_property
     def _etag(self) -> str:
         if self._stored is not None:

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
-from uuid import UUID
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
+from django.core.exceptions import ImproperlyConfigured, ObjectDoesNotExist, ValidationError
 from django.core.paginator import Paginator
 from django.http import (
     Http404,
@@ -33,24 +32,17 @@ from archives.documents import atom, base, feeds, linked
 from archives.documents.base import Document
 from archives.documents.feeds import (
     ArchiveDocument,
-    CompleteDocument,
     FeedDocument,
-    PagedFeedDocument,
     PagedPageDocument,
     RssArchiveDocument,
-    RssSubscriptionDocument,
     SubscriptionDocument,
 )
-from archives.documents.linked import (
-    LinkedPageDocument,
-    SnapshotIndexDocument,
-    SnapshotPageDocument,
-)
+from archives.documents.kinds import KINDS, Kind
 from archives.documents.records import RecordDocument
 from archives.documents.schemas import CurrentSchemaDocument, SchemaVersionDocument
 from archives.html import pages
 from archives.html.activity import ActivityChart
-from archives.models import ArchivePage, Feed, Record, RecordSchema, Snapshot, SnapshotPage
+from archives.models import ArchivePage, Feed, Record, RecordSchema, Snapshot
 from archives.parameters import single
 from archives.push import hub
 from archives.validation import clean_key
@@ -65,6 +57,29 @@ def read_only(view: Callable) -> Callable:
     would otherwise answer a write method with an HTML 403 before the 405; these views
     change nothing."""
     return csrf_exempt(require_safe(view))
+
+
+def document_view(kind: Kind, find: Callable[..., Document]) -> Callable[..., HttpResponse]:
+    """The view of a kind of document that its URL's arguments alone find (`find`, the
+    kind's): its document served, or a 404 when there is none."""
+
+    @read_only
+    def view(request: HttpRequest, **arguments) -> HttpResponse:
+        try:
+            document = find(**arguments)
+        except ObjectDoesNotExist:
+            raise Http404(not_found(kind, arguments)) from None
+        return serve(request, document)
+
+    view.__name__ = view.__qualname__ = kind.name.replace("-", "_")
+    return view
+
+
+def not_found(kind: Kind, arguments: dict) -> str:
+    slug, *rest = arguments.values()
+    if not rest:
+        return f"No feed {slug!r}"
+    return f"Feed {slug!r} has no {kind.label} {', '.join(str(value) for value in rest)}"
 
 
 FEEDS_PER_INDEX_PAGE = 50
@@ -103,14 +118,6 @@ def archive(request: HttpRequest, slug: str, number: int, format: str | None) ->
 
 
 @read_only
-def linked_page(request: HttpRequest, slug: str, number: int) -> HttpResponse:
-    try:
-        return serve(request, LinkedPageDocument.for_page(slug, number))
-    except ArchivePage.DoesNotExist:
-        raise Http404(f"Feed {slug!r} has no page {number}") from None
-
-
-@read_only
 def newest_linked_page(request: HttpRequest, slug: str) -> HttpResponse:
     """The linked-pages entry point: a short-lived redirect to the newest page."""
     try:
@@ -124,14 +131,6 @@ def newest_linked_page(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 @read_only
-def snapshot(request: HttpRequest, slug: str, snapshot_id: UUID) -> HttpResponse:
-    try:
-        return serve(request, SnapshotIndexDocument.for_id(slug, snapshot_id))
-    except Snapshot.DoesNotExist:
-        raise Http404(f"Feed {slug!r} has no snapshot {snapshot_id!r}") from None
-
-
-@read_only
 def newest_snapshot(request: HttpRequest, slug: str) -> HttpResponse:
     newest = (Snapshot.objects.filter(feed__slug=slug, complete=True)
               .order_by("-created").values_list("uuid", flat=True).first())
@@ -139,14 +138,6 @@ def newest_snapshot(request: HttpRequest, slug: str) -> HttpResponse:
         raise Http404(f"Feed {slug!r} has no snapshot yet")
     return _short_lived(HttpResponseRedirect(
         reverse("archives:snapshot", args=[slug, str(newest)])))
-
-
-@read_only
-def snapshot_page(request: HttpRequest, slug: str, snapshot_id: UUID, number: int):
-    try:
-        return serve(request, SnapshotPageDocument.for_page(slug, snapshot_id, number))
-    except SnapshotPage.DoesNotExist:
-        raise Http404(f"Snapshot {snapshot_id!r} has no page {number}") from None
 
 
 def _short_lived(response: HttpResponse) -> HttpResponse:
@@ -242,11 +233,6 @@ def activity(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 @read_only
-def rss_subscription(request: HttpRequest, slug: str) -> HttpResponse:
-    return serve(request, _feed_document(RssSubscriptionDocument, slug))
-
-
-@read_only
 def rss_archive(request: HttpRequest, slug: str, number: int) -> HttpResponse:
     if not 1 <= number <= MAX_PAGE_NUMBER:
         raise Http404(f"There is no archive page {number}")
@@ -258,16 +244,6 @@ def rss_archive(request: HttpRequest, slug: str, number: int) -> HttpResponse:
 
 
 # RFC 5005's complete and paged feeds ----------------------------------------------------
-
-@read_only
-def complete(request: HttpRequest, slug: str) -> HttpResponse:
-    return serve(request, _feed_document(CompleteDocument, slug))
-
-
-@read_only
-def paged(request: HttpRequest, slug: str) -> HttpResponse:
-    return serve(request, _feed_document(PagedFeedDocument, slug))
-
 
 @read_only
 def paged_page(request: HttpRequest, slug: str, number: int) -> HttpResponse:
@@ -353,8 +329,7 @@ def serve(request: HttpRequest, document: Document) -> HttpResponse:
         return response
     if compress:
         headers["Content-Encoding"] = "gzip"
-    if request.method == "HEAD" and (document.streams
-                                     or isinstance(document, SubscriptionDocument)):
+    if request.method == "HEAD" and (document.streams or document.head_without_length):
         # (An open linked page is rendered even for HEAD: its boundary, in its
         # Content-Type, comes from its parts.)
         return HeadersOnly(content_type=document.content_type, headers=headers)
@@ -368,3 +343,29 @@ def serve(request: HttpRequest, document: Document) -> HttpResponse:
     headers["Content-Length"] = str(len(body))
     return HttpResponse(b"" if request.method == "HEAD" else body,
                         content_type=document.content_type, headers=headers)
+
+
+# The views of the kinds of document (archives/documents/kinds.py) ------------------------
+
+# Kinds served by a view of their own: they negotiate a page for people, redirect, or
+# check their arguments before looking.
+OWN_VIEWS: dict[str, Callable[..., HttpResponse]] = {
+    "subscription": subscription, "archive": archive, "archive-rss": rss_archive,
+    "linked-latest": newest_linked_page, "snapshot-latest": newest_snapshot,
+    "paged-page": paged_page, "record": record, "schema": schema,
+    "schema-version": schema_version,
+}
+
+
+def views_of_kinds() -> list[tuple[Kind, Callable[..., HttpResponse]]]:
+    """Each kind of document and its view (the URLconf routes them)."""
+    routed = []
+    for kind in KINDS:
+        view = OWN_VIEWS.get(kind.name)
+        if view is None:
+            if kind.find is None:
+                raise ImproperlyConfigured(f"Document kind {kind.name!r} has neither `find` "
+                                           f"nor a view of its own (archives/serving/views.py)")
+            view = document_view(kind, kind.find)
+        routed.append((kind, view))
+    return routed
