@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import inspect
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
@@ -47,7 +49,7 @@ JSON_TYPE = "application/json"
 # changes every ETag (so no cache keeps old bytes as current) and moves the Last-Modified of
 # documents rendered per request to no earlier than its files.
 _RENDERERS = sorted(Path(__file__).parent.glob("*.py")) + [
-    Path(module.__file__) for module in (formats, validation)]
+    Path(inspect.getfile(module)) for module in (formats, validation)]
 RENDERER = hashlib.sha256(b"".join(path.read_bytes() for path in _RENDERERS)).hexdigest()
 RENDERER_MODIFIED = datetime.fromtimestamp(max(path.stat().st_mtime for path in _RENDERERS),
                                            tz=UTC)
@@ -93,6 +95,10 @@ class Document:
         return {}
 
     def etag(self) -> str:
+        raise NotImplementedError
+
+    def stream(self) -> Iterator[bytes]:
+        """The body in pieces, for a document that `streams`."""
         raise NotImplementedError
 
     def modified(self) -> datetime:
@@ -219,6 +225,10 @@ class FrozenDocument(Document):
     they are strong validators), else the hash of its bytes."""
 
     exported_as_file = True
+    # Set by each subclass's constructor.
+    _body: bytes
+    _content_etag: str
+    _modified: datetime
 
     @cached_property
     def _etag(self) -> str:

@@ -101,8 +101,9 @@ class LinkedPageDocument(Document):
         return self._etag
 
     def modified(self) -> datetime:
-        if self._stored is None and self.last_seq == self.feed.last_seq:
-            return self.feed.last_updated  # the newest page: a poll renders nothing
+        last_updated = self.feed.last_updated
+        if self._stored is None and self.last_seq == self.feed.last_seq and last_updated:
+            return last_updated  # the newest page: a poll renders nothing
         return self._rendered.last_updated
 
     def last_modified(self) -> int:
@@ -127,8 +128,10 @@ class LinkedPageDocument(Document):
     def body(self) -> bytes:
         return self._rendered.body
 
-    @property
-    def content_type(self) -> str:
+    @cached_property
+    def content_type(self) -> str:  # type: ignore[override]
+        # (Its boundary comes from its parts: known once rendered. mypy takes a
+        # cached_property for read-only, though it may be set as an attribute can.)
         return linkedpages.content_type_of(self.body())
 
 

@@ -184,7 +184,7 @@ def clean_callback(url: str) -> str:
     if not callback_allowed(url):
         raise HubRequestError(f"This hub does not call back {host!r} "
                               f"(hosts it calls: FEEDPUB_WEBSUB_CALLBACK_HOSTS).")
-    if not private_callbacks_allowed() and not is_public(host, literal_only=True):
+    if not private_callbacks_allowed() and not is_public(host or "", literal_only=True):
         raise HubRequestError(f"This hub does not call back {host!r}: not a public address "
                               f"(FEEDPUB_WEBSUB_ALLOW_PRIVATE_CALLBACKS).")
     return url

@@ -9,6 +9,7 @@ import logging
 import re
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from django.db import connection
 
@@ -16,11 +17,15 @@ from archives.db import heads
 
 from .hub import INTENTS_CHANNEL
 
+if TYPE_CHECKING:
+    import psycopg
+
 logger = logging.getLogger(__name__)
 
 # PostgreSQL channels the worker listens on: writes announce the feed they changed (the
 # write path, archives/db/heads.py), the hub announces a new intent (INTENTS_CHANNEL).
 CHANGES_CHANNEL = heads.CHANNEL
+
 
 @dataclass
 class Wake:
@@ -35,8 +40,8 @@ class Listener:
     """LISTEN on the changes and intents channels on a connection of its own (PostgreSQL
     only). Never trusted for correctness: when it is down, the worker polls."""
 
-    def __init__(self):
-        self.connection = None
+    def __init__(self) -> None:
+        self.connection: psycopg.Connection | None = None
 
     def connect(self) -> bool:
         try:
@@ -62,14 +67,16 @@ class Listener:
         connection is down (then it sleeps out the timeout: the caller polls when its
         interval is up, and tries to listen again after)."""
         started = time.monotonic()
-        if self.connection is None and not self.connect():
+        if self.connection is None:
+            self.connect()
+        listening, wake = self.connection, Wake()
+        if listening is None:
             time.sleep(max(timeout, 0))
             return None
-        wake = Wake()
         try:
             # The first notification (or the timeout), then whatever else has arrived.
-            for notifies in (self.connection.notifies(timeout=max(timeout, 0), stop_after=1),
-                             self.connection.notifies(timeout=0)):
+            for notifies in (listening.notifies(timeout=max(timeout, 0), stop_after=1),
+                             listening.notifies(timeout=0)):
                 for notify in notifies:
                     if notify.channel == INTENTS_CHANNEL:
                         wake.intents = True

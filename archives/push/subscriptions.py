@@ -130,15 +130,15 @@ def claim(queryset: QuerySet[Subscription]) -> list[Subscription]:
     return claimed
 
 
-def apply_verification(subscription: Subscription, confirmed: bool, feed: Feed | None,
+def apply_verification(subscription: Subscription, confirmed: bool,
                        report: RoundReport) -> None:
     """The outcome of a verification, unless a newer request replaced the one verified."""
-    if not _apply_verification(subscription, confirmed, feed, report):
+    if not _apply_verification(subscription, confirmed, report):
         # A newer request came meanwhile: release it, to be verified in its turn.
         Subscription.objects.filter(pk=subscription.pk).update(claimed_until=None)
 
 
-def _apply_verification(subscription: Subscription, confirmed: bool, feed: Feed | None,
+def _apply_verification(subscription: Subscription, confirmed: bool,
                         report: RoundReport) -> int:
     now = timezone.now()
     same_request = Subscription.objects.filter(pk=subscription.pk,
@@ -154,12 +154,14 @@ def _apply_verification(subscription: Subscription, confirmed: bool, feed: Feed 
     report.verified += 1
     if subscription.intent == Mode.UNSUBSCRIBE:
         return same_request.delete()[0]
-    changes = {**cleared, "secret": subscription.intent_secret,
+    changes: dict[str, object] = {**cleared, "secret": subscription.intent_secret,
                "named_topic": subscription.intent_topic,
-               "expires_at": now + timedelta(seconds=subscription.intent_lease_seconds)}
+               # (A subscribe intent always has its lease: hub.clean_lease.)
+               "expires_at": now + timedelta(seconds=subscription.intent_lease_seconds or 0)}
     if not active:
-        # A new subscriber is told of changes from now on: what there is now, it can read.
-        feed = Feed.objects.get(pk=feed.pk)  # as it is now, not when the round began
+        # A new subscriber is told of changes from now on: what there is now, it can read
+        # (the feed as it is now, not when the round began).
+        feed = Feed.objects.get(subscriptions=subscription)
         content = current_content(feed, subscription.format)
         version = Version.of(feed)
         changes.update(delivered_modified=version.modified, delivered_seq=version.seq,

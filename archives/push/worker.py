@@ -168,8 +168,12 @@ class Worker:
                 wait = max(next_poll - time.monotonic(), 0)
                 # Either returns within `wait`, with what woke it or None (also when the
                 # listening connection is down: then it has slept, and this polls).
+                wake = None
                 with idle():
-                    wake = listener.wait(wait) if listener else time.sleep(wait)
+                    if listener is not None:
+                        wake = listener.wait(wait)
+                    else:
+                        time.sleep(wait)
                 full = time.monotonic() >= next_poll
                 if not full and wake is None:
                     continue
@@ -228,8 +232,7 @@ class Worker:
             self._deny(gone, report)
             answers = self._gather((self._verify(s) for s in asking), lambda error: False)
             for subscription, confirmed in zip(asking, answers, strict=True):
-                apply_verification(subscription, confirmed,
-                                   feeds.get(subscription.feed_id), report)
+                apply_verification(subscription, confirmed, report)
 
     async def _verify(self, subscription: Subscription) -> bool:
         challenge = secrets.token_urlsafe(24)
@@ -306,9 +309,10 @@ class Worker:
             unchanged = [s for s in claimed
                          if content is None or s.delivered_etag == content.etag]
             sending = [s for s in claimed if s not in unchanged]
-            answers = self._gather((self._post(s, content) for s in sending),
-                                   lambda error: f"{type(error).__name__}: {error}"[:300])
-            record_deliveries(sending, answers, content, version, report)
+            if content is not None:  # (else every one is unchanged)
+                answers = self._gather((self._post(s, content) for s in sending),
+                                       lambda error: f"{type(error).__name__}: {error}"[:300])
+                record_deliveries(sending, answers, content, version, report)
             mark_delivered([s.pk for s in unchanged], version,
                            content.etag if content else "", timezone.now())
 

@@ -332,7 +332,7 @@ class LongPolling:
             # One future says how the wait ended: a new answer, the time up, the client
             # gone. (Cheaper to wake by the thousand than asyncio.wait on several.)
             woken = waiter.woken
-            timer = self.loop.call_later(wait, _resolve, woken, TIME_UP)
+            timer = asyncio.get_running_loop().call_later(wait, _resolve, woken, TIME_UP)
             # (Kept on the waiter: the loop holds tasks only weakly.)
             waiter.listener = asyncio.ensure_future(_until_disconnected(receive, woken))
             applied: int | None = wait
