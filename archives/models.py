@@ -408,8 +408,10 @@ class SnapshotPage(models.Model):
 def subscription_formats() -> list[tuple[str, str]]:
     """`Subscription.format`'s choices: the formats of the kinds of document that are WebSub
     topics (archives/documents/kinds.py). That registry sits above the models, so the app's
-    config hands it down (ArchivesConfig.ready); a new topic needs no migration."""
-    return getattr(apps.get_app_config("archives"), "subscription_formats", [])
+    config hands it down; read when needed, so a new topic needs no migration."""
+    config = apps.get_app_config("archives")
+    # (Typed as any AppConfig; this app's is archives.apps.ArchivesConfig.)
+    return config.subscription_formats()  # type: ignore[attr-defined]
 
 
 class Subscription(models.Model):

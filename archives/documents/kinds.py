@@ -108,14 +108,20 @@ KINDS: tuple[Kind, ...] = (
 )
 
 
+# Lookups scan KINDS, a few dozen entries (a microsecond), rather than keep indexes of it
+# that could fall out of step with the list.
+
 def get(name: str) -> Kind | None:
     """The kind whose route is `name` (without the namespace), if any."""
-    return _BY_NAME.get(name)
+    return next((kind for kind in KINDS if kind.name == name), None)
 
 
 def named(name: str) -> Kind:
     """The kind whose route is `name` (KeyError: none)."""
-    return _BY_NAME[name]
+    kind = get(name)
+    if kind is None:
+        raise KeyError(name)
+    return kind
 
 
 def topics() -> Iterator[Kind]:
@@ -124,7 +130,10 @@ def topics() -> Iterator[Kind]:
 
 def by_topic(format: str) -> Kind:
     """The kind a subscription's format names (KeyError: none)."""
-    return _BY_TOPIC[format]
+    kind = next((kind for kind in topics() if kind.topic == format), None)
+    if kind is None:
+        raise KeyError(format)
+    return kind
 
 
 def long_polled() -> Iterator[Kind]:
@@ -135,6 +144,3 @@ def subscription_formats() -> list[tuple[str, str]]:
     """`Subscription.format`'s choices: each topic's format and label."""
     return [(kind.topic, kind.label) for kind in topics()]
 
-
-_BY_NAME = {kind.name: kind for kind in KINDS}
-_BY_TOPIC = {kind.topic: kind for kind in KINDS if kind.topic}

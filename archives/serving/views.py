@@ -30,7 +30,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST, require_safe
 
 from archives.db.heads import heads
-from archives.documents import atom, base, feeds, linked
+from archives.documents import atom, base, feeds, kinds, linked
 from archives.documents.base import Document
 from archives.documents.feeds import (
     ArchiveDocument,
@@ -39,7 +39,7 @@ from archives.documents.feeds import (
     RssArchiveDocument,
     SubscriptionDocument,
 )
-from archives.documents.kinds import KINDS, Kind
+from archives.documents.kinds import Kind
 from archives.documents.records import RecordDocument
 from archives.documents.schemas import CurrentSchemaDocument, SchemaVersionDocument
 from archives.html import pages
@@ -366,7 +366,7 @@ OWN_VIEWS: dict[str, Callable[..., HttpResponseBase]] = {
 def views_of_kinds() -> list[tuple[Kind, Callable[..., HttpResponseBase]]]:
     """Each kind of document and its view (the URLconf routes them)."""
     routed = []
-    for kind in KINDS:
+    for kind in kinds.KINDS:
         view = OWN_VIEWS.get(kind.name)
         if view is None:
             if kind.find is None:
