@@ -58,9 +58,8 @@ from archives.documents import atom, urls
 from archives.models import Feed, Subscription
 
 from .hub import Mode, callback_allowed, public_socket, topic_url
-from .listening import CHANGES_CHANNEL, Listener, Wake
+from .listening import Listener, Wake
 from .subscriptions import (
-    CLAIM_MARGIN_SECONDS,
     FEED_VERSION,
     Content,
     RoundReport,
@@ -73,15 +72,10 @@ from .subscriptions import (
     expire_leases,
     mark_delivered,
     record_deliveries,
-    retry_delay,
     unclaimed,
 )
 
 logger = logging.getLogger(__name__)
-
-# What tests and the metrics read here, defined beside the state they describe.
-__all__ = ["CHANGES_CHANNEL", "CLAIM_MARGIN_SECONDS", "FEED_VERSION", "RoundReport", "Version",
-           "Worker", "behind", "claim", "current_content", "retry_delay"]
 
 # What a verification's answer may hold besides the challenge (a newline, spaces).
 CHALLENGE_SLACK = 1024
