@@ -23,7 +23,7 @@ from archives.documents.feeds import SubscriptionDocument
 from archives.log import publishing
 from archives.models import Subscription
 from archives.push import hub, subscriptions
-from archives.serving import longpoll
+from archives.serving import longpoll, views
 from archives.storage import snapshots
 
 TEMPLATE = Path(__file__).resolve().parent.parent / "deploy" / "nginx" / "feedpub.conf.template"
@@ -54,6 +54,7 @@ def test_kind_names_and_topic_formats_are_each_used_once():
     formats = [kind.topic for kind in kinds.topics()]
     assert len(set(names)) == len(names)
     assert len(set(formats)) == len(formats)
+    assert set(views.OWN_VIEWS) <= set(names)  # a view of its own is a registered kind's
     # Subscriptions store the format: it must fit the column.
     assert max(map(len, formats)) <= Subscription._meta.get_field("format").max_length
 
