@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import uuid
 
+from django.apps import apps
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
@@ -404,6 +405,15 @@ class SnapshotPage(models.Model):
         return f"{self.snapshot} page {self.number}"
 
 
+def subscription_formats() -> list[tuple[str, str]]:
+    """`Subscription.format`'s choices: the formats of the kinds of document that are WebSub
+    topics (archives/documents/kinds.py). That registry sits above the models, so the app's
+    config hands it down; read when needed, so a new topic needs no migration."""
+    config = apps.get_app_config("archives")
+    # (Typed as any AppConfig; this app's is archives.apps.ArchivesConfig.)
+    return config.subscription_formats()  # type: ignore[attr-defined]
+
+
 class Subscription(models.Model):
     """A WebSub subscription (archives/push/): a callback told of every change of one
     topic, a feed's document in one format, until its lease expires.
@@ -416,11 +426,6 @@ class Subscription(models.Model):
     since, and when the next attempt is due; `claimed_until` keeps two workers from
     delivering to the same callback in one round."""
 
-    class Format(models.TextChoices):
-        ATOM = "atom", "Atom subscription document"
-        RSS = "rss", "RSS subscription document"
-        LINKED = "linked", "Linked-pages entry point"
-
     class Mode(models.TextChoices):
         SUBSCRIBE = "subscribe"
         UNSUBSCRIBE = "unsubscribe"
@@ -428,7 +433,8 @@ class Subscription(models.Model):
     # Null once the feed is deleted: the subscriber is then told its topic is gone.
     feed = models.ForeignKey(Feed, on_delete=models.SET_NULL, null=True,
                              related_name="subscriptions", db_index=False)
-    format = models.CharField(max_length=6, choices=Format.choices)
+    # The topic's kind, by its format (archives/documents/kinds.py: Kind.topic).
+    format = models.CharField(max_length=40, choices=subscription_formats)
     # The topic's own URL (a linked page named as the topic stands for the entry point) and,
     # when active, the URL the subscriber named (hub.topic): its verification and
     # deliveries name that one back.
