@@ -17,3 +17,10 @@ class ArchivesConfig(AppConfig):
         # Record search's folding functions, which PostgreSQL has from migration 0017.
         connection_created.connect(register_sqlite_functions,
                                    dispatch_uid="feedpub_search_functions")
+
+    def subscription_formats(self) -> list[tuple[str, str]]:
+        """The WebSub topics' formats, from the registry of document kinds, handed down to
+        the models (archives.models.subscription_formats), which sit below it."""
+        from archives.documents import kinds
+
+        return kinds.subscription_formats()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import uuid
 
+from django.apps import apps
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models.functions import Cast, Lower
@@ -20,9 +21,8 @@ from .formats import record_atom_id
 
 MAX_PAGE_SIZE = 10_000
 
-validate_language = RegexValidator(
-    r"^[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*\Z",
-    "Enter a language tag (BCP 47) such as en, de or pt-BR.")
+validate_language = RegexValidator(r"^[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*\Z",
+                                   "Enter a language tag (BCP 47) such as en, de or pt-BR.")
 
 
 def default_page_size() -> int:
@@ -33,10 +33,9 @@ def default_language() -> str:
     return settings.FEEDPUB_LANGUAGE
 
 
-# A full page is not sealed yet: page sealed_pages + 1 ends at or before last_seq. The
-# condition of the partial index `feed_needs_sealing` and of the sealer's query, spelled
-# once so that the planner sees the same expression in both. In bigint: the product of two
-# integer columns would overflow PostgreSQL's integer, failing every write to a large feed.
+# A full page not sealed yet (page sealed_pages + 1 ends at or before last_seq): the condition
+# of the partial index `feed_needs_sealing` and of the sealer's query, spelled once so that the
+# planner sees one expression. In bigint: two integer columns' product overflows an integer.
 NEEDS_SEALING = ("last_seq__gte",
                  (Cast("sealed_pages", models.BigIntegerField()) + 1) * models.F("page_size"))
 
@@ -92,15 +91,13 @@ class Feed(models.Model):
     class Meta:
         ordering = ["slug"]
         indexes = [
-            # Serves the sealer's pass (archives.log.sealing.seal_all): only feeds with a
-            # full page not sealed yet are in it, so a pass over 100,000 feeds with nothing
-            # to seal reads an empty index instead of every feed.
+            # Serves the sealer's pass (archives.log.sealing.seal_all): only feeds with a full
+            # page not sealed yet are in it, so 100,000 feeds with none read an empty index.
             models.Index(fields=["id"], condition=models.Q(NEEDS_SEALING),
                          name="feed_needs_sealing"),
         ]
         constraints = [
-            # The write path names the feed in the way (publishing.check_slug); this
-            # stops what bypasses it, or races it.
+            # publishing.check_slug names the feed in the way; this stops what bypasses or races it.
             models.UniqueConstraint(Lower("slug"), name="feed_slug_unique_ignoring_case",
                                     violation_error_message="Another feed has this slug in "
                                                             "another case."),
@@ -217,8 +214,7 @@ class Entry(models.Model):
     # The record's metadata as it was at this entry, for the linked-pages entities. Null on
     # entries written before it was kept (migration 0005) whose record has changed since.
     metadata = models.JSONField(null=True, blank=True)
-    # The version of the feed's record schema the record was checked under at this entry
-    # (RecordSchema.version), None when the feed had none, and on deletion entries.
+    # The feed's schema version (RecordSchema.version) it was checked under; None: none, or deleted.
     schema_version = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
@@ -395,6 +391,15 @@ class SnapshotPage(models.Model):
         return f"{self.snapshot} page {self.number}"
 
 
+def subscription_formats() -> list[tuple[str, str]]:
+    """`Subscription.format`'s choices: the formats of the kinds of document that are WebSub
+    topics (archives/documents/kinds.py). That registry sits above the models, so the app's
+    config hands it down; read when needed, so a new topic needs no migration."""
+    config = apps.get_app_config("archives")
+    # (Typed as any AppConfig; this app's is archives.apps.ArchivesConfig.)
+    return config.subscription_formats()  # type: ignore[attr-defined]
+
+
 class Subscription(models.Model):
     """A WebSub subscription (archives/push/): a callback told of every change of one
     topic, a feed's document in one format, until its lease expires.
@@ -407,11 +412,6 @@ class Subscription(models.Model):
     since, and when the next attempt is due; `claimed_until` keeps two workers from
     delivering to the same callback in one round."""
 
-    class Format(models.TextChoices):
-        ATOM = "atom", "Atom subscription document"
-        RSS = "rss", "RSS subscription document"
-        LINKED = "linked", "Linked-pages entry point"
-
     class Mode(models.TextChoices):
         SUBSCRIBE = "subscribe"
         UNSUBSCRIBE = "unsubscribe"
@@ -419,7 +419,8 @@ class Subscription(models.Model):
     # Null once the feed is deleted: the subscriber is then told its topic is gone.
     feed = models.ForeignKey(Feed, on_delete=models.SET_NULL, null=True,
                              related_name="subscriptions", db_index=False)
-    format = models.CharField(max_length=6, choices=Format.choices)
+    # The topic's kind, by its format (archives/documents/kinds.py: Kind.topic).
+    format = models.CharField(max_length=40, choices=subscription_formats)
     # The topic's own URL (a linked page named as the topic stands for the entry point) and,
     # when active, the URL the subscriber named (hub.topic): its verification and
     # deliveries name that one back.

@@ -129,7 +129,7 @@ def main() -> None:
 
     from archives.log import publishing
     from archives.models import Feed
-    from archives.push import hub
+    from archives.push import hub, subscriptions
 
     callbacks = Process(target=serve_callbacks, args=(args.port,), daemon=True)
     callbacks.start()
@@ -139,7 +139,7 @@ def main() -> None:
     feed = Feed.objects.create(slug="bench", title="Bench", page_size=100)
     for n in range(50):
         publishing.put_record(feed=feed, key=f"r{n}", data={"title": f"Record {n}"})
-    topic = hub.topic_url("bench", hub.Format.ATOM)
+    topic = hub.topic_url("bench", "atom")
     for n in range(args.subscribers):
         query = QueryDict(mutable=True)
         query.update({"hub.mode": "subscribe", "hub.topic": topic,
@@ -164,7 +164,7 @@ def main() -> None:
             seen = wait_for(base, commit * args.subscribers)
             latencies += [t - committed for t in seen[-args.subscribers:]]
             time.sleep(0.3)
-        content = hub.current_content(Feed.objects.get(pk=feed.pk), hub.Format.ATOM)
+        content = subscriptions.current_content(Feed.objects.get(pk=feed.pk), "atom")
         body_size = len(content.body)
     finally:
         worker.terminate()

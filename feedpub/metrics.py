@@ -42,7 +42,7 @@ from rest_framework.throttling import BaseThrottle
 
 from archives.conf import settings
 from archives.models import NEEDS_SEALING, Entry, Feed, Heartbeat, Subscription
-from archives.push.worker import FEED_VERSION, behind
+from archives.push.subscriptions import FEED_VERSION, behind
 from archives.storage.export import pending
 
 # Requests ------------------------------------------------------------------------------

@@ -37,6 +37,9 @@ logger = logging.getLogger(__name__)
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 DETAIL = "The database is unavailable; try again shortly."
+# The request's mark, in its META (the environ, which is the request's own), once it has
+# been run again: it is not run a third time.
+RETRIED = "feedpub.retried"
 
 
 class ReconnectMiddleware:
@@ -51,12 +54,12 @@ class ReconnectMiddleware:
     def process_exception(self, request: HttpRequest, exception: Exception):
         if not isinstance(exception, api_errors.DATABASE_DOWN):
             return None
-        if request.method in SAFE_METHODS and not getattr(request, "_feedpub_retried", False) \
-                and close_lost_connections(check=True) is not None:
-            request._feedpub_retried = True
+        match = request.resolver_match  # (a view's exception: its URL was resolved)
+        if request.method in SAFE_METHODS and not request.META.get(RETRIED) \
+                and match is not None and close_lost_connections(check=True) is not None:
+            request.META[RETRIED] = True
             logger.warning("%s %s: the database connection failed (%s); retrying on a new one",
                            request.method, request.path, exception)
-            match = request.resolver_match
             try:
                 return match.func(request, *match.args, **match.kwargs)
             except api_errors.DATABASE_DOWN as again:
@@ -84,7 +87,7 @@ def unavailable(request: HttpRequest) -> HttpResponse:
     """503, Retry-After, never stored: JSON for the API and clients preferring it."""
     if request.path_info.startswith(api_errors.API_PREFIX) or \
             preferred_format(request.headers.get("Accept", ""), ("json",)) == "json":
-        response = json_error(503, DETAIL)
+        response: HttpResponse = json_error(503, DETAIL)
     else:
         response = HttpResponse(f"{DETAIL}\n", status=503, content_type="text/plain")
     response["Retry-After"] = str(api_errors.RETRY_AFTER_SECONDS)

@@ -4,7 +4,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from django.db import connection
 from lxml import etree, isoschematron
 
 from archives.db.heads import heads
@@ -19,15 +18,9 @@ from .factories import FeedFactory, record_data
 
 SCHEMA_DIR = Path(__file__).parent / "schema"
 
-
-def pytest_collection_modifyitems(config, items):
-    """Tests marked `postgres` need real row locks and concurrency: skip them on SQLite."""
-    if connection.vendor == "postgresql":
-        return
-    skip = pytest.mark.skip(reason="needs PostgreSQL (set DATABASE_URL=postgres://...)")
-    for item in items:
-        if "postgres" in item.keywords:
-            item.add_marker(skip)
+# Tests marked `postgres`: skipped on SQLite and counted at the end, required where
+# FEEDPUB_REQUIRE_POSTGRES is set.
+pytest_plugins = ["tests.postgres_only"]
 
 
 @pytest.fixture(autouse=True)

@@ -20,7 +20,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, quote, urlsplit
 
 import pytest
+from django.urls import reverse
 
+from archives.documents import kinds
 from archives.log import publishing
 from archives.log.sealing import seal_feed
 from archives.models import Feed
@@ -28,6 +30,7 @@ from archives.models import Feed
 from . import nginx_server
 from .factories import FeedFactory, record_data
 from .nginx_server import Nginx, require_nginx
+from .test_kinds import sample_arguments
 
 MAX_AGE = 2  # seconds: FEEDPUB_MAX_AGE, short so that copies expire within a test
 NEXT_ARCHIVE = b'rel="next-archive"'
@@ -413,6 +416,16 @@ def test_long_polls_and_only_they_go_to_the_asgi_service(two_upstreams, path, pr
     assert [answer.body.decode() for answer in answers] == [upstream, upstream]
     # Documents are cached as ever; a long poll's answer never is.
     assert servers[upstream].requests == (2 if upstream == "longpoll" else 1)
+
+
+@pytest.mark.parametrize("kind", kinds.KINDS, ids=lambda kind: kind.name)
+def test_nginx_sends_long_polls_of_exactly_the_long_polled_kinds(two_upstreams, kind):
+    """The template against the registry of document kinds (archives/documents/kinds.py),
+    by a request for each kind (tests/test_kinds.py reads the template's map the same)."""
+    nginx, _ = two_upstreams
+    path = reverse(kind.route, args=sample_arguments(kind.pattern))
+    answer = nginx.request(path, {"Prefer": "wait=10"})
+    assert answer.body.decode() == ("longpoll" if kind.long_polled else "web")
 
 
 def test_a_long_poll_through_nginx_is_answered_when_the_feed_changes(live_server, settings,

@@ -20,7 +20,7 @@ from django.utils import timezone
 from archives import conf
 from archives.log import publishing
 from archives.models import Feed, Subscription
-from archives.push import hub
+from archives.push import hub, listening, subscriptions
 from archives.push import worker as hub_worker
 from archives.push.worker import Worker
 
@@ -250,7 +250,7 @@ def test_a_killed_workers_claim_lapses_after_what_it_claimed_could_take(
     assert len(hub_worker.claim(Subscription.objects.all())) == 1  # then the worker dies
     lease = (Subscription.objects.get().claimed_until - claimed_at).total_seconds()
     # One call's timeout and the margin, not the 160 s a batch of 1,000 may need.
-    assert lease < conf.settings.FEEDPUB_WEBSUB_TIMEOUT + hub_worker.CLAIM_MARGIN_SECONDS + 2
+    assert lease < conf.settings.FEEDPUB_WEBSUB_TIMEOUT + subscriptions.CLAIM_MARGIN_SECONDS + 2
     assert worker.run_round().verified == 0  # still claimed: no other worker calls it
     later = claimed_at + timedelta(seconds=lease + 1)
     monkeypatch.setattr(hub_worker.timezone, "now", lambda: later)
@@ -342,7 +342,7 @@ def test_the_backoff_doubles_is_capped_and_adds_up_as_documented(client, feed, w
     assert sum(waits) == 5110  # docs/consuming/websub.md: ~1.4 hours
     assert not Subscription.objects.exists()
     settings.FEEDPUB_WEBSUB_MAX_ATTEMPTS = 1000
-    assert [hub_worker.retry_delay(n) for n in (9, 10, 36, 999)] == [2560, 3600, 3600, 3600]
+    assert [subscriptions.retry_delay(n) for n in (9, 10, 36, 999)] == [2560, 3600, 3600, 3600]
 
 
 @pytest.mark.parametrize("name", ["CONCURRENCY", "TIMEOUT", "RETRY_SECONDS", "MAX_ATTEMPTS"])
@@ -481,12 +481,12 @@ def test_a_notification_with_a_bad_payload_is_ignored(client):
             for payload in ("²", "books", ""):  # "²".isdigit(), yet int() refuses it
                 with connection.cursor() as cursor:
                     cursor.execute("SELECT pg_notify(%s, %s)",
-                                   [hub_worker.CHANGES_CHANNEL, payload])
+                                   [listening.CHANGES_CHANNEL, payload])
             time.sleep(0.3)
             assert thread.is_alive()
             with transaction.atomic():
                 write(feed)
-                hub.announce(hub_worker.CHANGES_CHANNEL, feed.pk)
+                hub.announce(listening.CHANGES_CHANNEL, feed.pk)
             written = time.monotonic()
             (delivery,) = callback.wait_for(1, timeout=10)
             assert delivery.arrived - written < 5  # woken, not polled (60 s)

@@ -54,10 +54,9 @@ class Conflict(exceptions.APIException):
     default_code = "conflict"
 
     def __init__(self, error: DjangoValidationError):
-        super().__init__()
         self.errors = error.message_dict if hasattr(error, "error_dict") else None
-        self.detail = ("; ".join(_flatten(self.errors)) if self.errors
-                       else " ".join(error.messages)) or self.default_detail
+        super().__init__(("; ".join(_flatten(self.errors)) if self.errors
+                          else " ".join(error.messages)) or self.default_detail)
 
 
 class WrongAddress(exceptions.APIException):

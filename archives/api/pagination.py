@@ -41,8 +41,11 @@ class BoundedCursor(CursorPagination):
         self.base_url = settings.FEEDPUB_BASE_URL + reverse(name, args=args)
         after, before = self.example_positions
         links = answer["properties"]
-        links["next"]["example"] = self.encode_cursor(Cursor(0, False, after))
-        links["previous"]["example"] = self.encode_cursor(Cursor(0, True, before))
+        # A position is the text of an ordering value (DRF's stubs say an int).
+        links["next"]["example"] = self.encode_cursor(
+            Cursor(0, False, after))  # type: ignore[arg-type]
+        links["previous"]["example"] = self.encode_cursor(
+            Cursor(0, True, before))  # type: ignore[arg-type]
         return answer
 
     def get_page_size(self, request) -> int:
@@ -100,16 +103,19 @@ class BoundedCursor(CursorPagination):
             fits += 1
         if fits == len(data):
             return data
+        page = self.page
+        if page is None:  # (paginate_queryset sets it, before any response is made)
+            raise RuntimeError("a paginated response of no page")
         # Positions are unique (see the orderings), so the first item left out is where
         # the next page starts: DRF's links then use the last item kept as their marker.
         if self._walking_back():
-            left_out = self.page[len(data) - fits - 1]
-            self.page = self.page[len(data) - fits:]
+            left_out = page[len(data) - fits - 1]
+            self.page = page[len(data) - fits:]
             self.has_previous = True
             self.previous_position = self._get_position_from_instance(left_out, self.ordering)
             return data[len(data) - fits:]
-        left_out = self.page[fits]
-        self.page = self.page[:fits]
+        left_out = page[fits]
+        self.page = page[:fits]
         self.has_next = True
         self.next_position = self._get_position_from_instance(left_out, self.ordering)
         return data[:fits]

@@ -51,7 +51,7 @@ def wrong_type(field: serializers.Field, value: Any) -> str | None:
     return None
 
 
-class StrictFieldsMixin:
+class StrictFieldsMixin(serializers.Serializer):
     """Refuse fields the body may not set, instead of silently ignoring them, and values
     of another JSON type than the field's."""
 
@@ -188,8 +188,8 @@ class LinkSerializer(serializers.Serializer):
                                   validators=[XML_TEXT])
 
 
-class RecordBodySerializer(serializers.Serializer):
-    """A record as a producer sends it (PUT, and `record` in a batch put)."""
+class RecordFields(serializers.Serializer):
+    """A record's fields, as the two serializers below take them."""
 
     title = serializers.CharField(max_length=validation.MAX_TITLE_LENGTH,
                                   validators=[NON_BLANK_XML_TEXT])
@@ -203,6 +203,10 @@ class RecordBodySerializer(serializers.Serializer):
                                   max_length=validation.MAX_LINKS,
                                   help_text=f"At most {validation.MAX_LINKS} links.")
 
+
+class RecordBodySerializer(RecordFields):
+    """A record as a producer sends it (PUT, and `record` in a batch put)."""
+
     def to_internal_value(self, data: Any) -> validation.RecordData:
         try:
             return validation.clean_record(data)
@@ -210,7 +214,7 @@ class RecordBodySerializer(serializers.Serializer):
             raise as_drf(error) from None
 
 
-class RecordPatchSerializer(RecordBodySerializer):
+class RecordPatchSerializer(RecordFields):
     """Some of a record's fields; each one given replaces the stored one whole."""
 
     title = serializers.CharField(required=False, max_length=validation.MAX_TITLE_LENGTH,
@@ -274,7 +278,7 @@ RFC3339_RE = re.compile(
     r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})", re.ASCII)
 
 
-class QueryValue:
+class QueryValue(serializers.Field):
     """A query parameter read as given: DRF reads a query string as a form, where an
     empty value (`?updated_since=`) counts as not given; here it is refused."""
 
@@ -346,7 +350,9 @@ class BatchAnswerSerializer(serializers.Serializer):
 
 class ErrorSerializer(serializers.Serializer):
     detail = serializers.CharField(help_text="What went wrong, for a person.")
-    errors = serializers.DictField(
+    # (The serializer's metaclass takes its fields out of the class: Serializer.errors is
+    # left as it is, which mypy cannot see.)
+    errors = serializers.DictField(  # type: ignore[assignment]
         required=False,
         help_text="Each refused field (for a batch: operations -> index -> field) with "
                   "the reasons, e.g. {\"title\": [\"Must not be blank.\"]}.")

@@ -33,7 +33,7 @@ from archives.validation import RECORD_FIELDS, clean_key
 
 from . import examples
 from .exceptions import Conflict, Invalid
-from .pagination import FeedCursor, RecordCursor
+from .pagination import BoundedCursor, FeedCursor, RecordCursor
 from .parsers import require_length
 from .permissions import MayWriteRecords, require
 from .serializers import (
@@ -126,7 +126,7 @@ class ApiView(generics.GenericAPIView):
         """The query parameters this view reads: its list's, and its filters'."""
         paginator = self.paginator
         names = {paginator.cursor_query_param, paginator.page_size_query_param} if (
-            paginator is not None) else set()
+            isinstance(paginator, BoundedCursor)) else set()
         return names | set(self.filters().fields if self.filters else ())
 
     filters: type[serializers.Serializer] | None = None
@@ -204,6 +204,8 @@ class FeedDetail(ApiView):
 
 
 class FeedMixin:
+    kwargs: dict[str, Any]  # the URL's, set by the view it is mixed into
+
     def get_feed(self) -> Feed:
         return get_object_or_404(Feed, slug=self.kwargs["slug"])
 
@@ -282,7 +284,7 @@ class RecordDetail(FeedMixin, ApiView):
         record = self.get_object()
         etag = publishing.record_etag(record)
         if get_conditional_response(request, etag=etag) is not None:
-            return Response(status=status.HTTP_304_NOT_MODIFIED, headers={"ETag": etag})
+            return Response(status=status.HTTP_304_NOT_MODIFIED, headers=_etag_header(etag))
         return _record_answer(request, record)
 
     @extend_schema(
@@ -403,8 +405,12 @@ def _schema_link(feed: Feed) -> dict[str, str]:
     return {"Link": atom.link_header(links)} if links else {}
 
 
+def _etag_header(etag: str | None) -> dict[str, str]:
+    return {} if etag is None else {"ETag": etag}  # (a record's is never None)
+
+
 def _record_answer(request: Request, record: Record, *, created: bool = False) -> Response:
-    headers = {"ETag": publishing.record_etag(record)}
+    headers = _etag_header(publishing.record_etag(record))
     if created:
         headers["Location"] = reverse("api:record-detail", args=[record.feed.slug, record.key])
     data = RecordSerializer(record, context={"request": request}).data

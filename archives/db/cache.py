@@ -53,6 +53,8 @@ class CountTimedOut(Exception):
 
 
 class LockingDatabaseCache(DatabaseCache):
+    _table: str  # the table's name, set by BaseDatabaseCache (its stubs leave it out)
+
     def __init__(self, table, params):
         super().__init__(table, params)
         # The longest a count waits for its row (or SQLite's write lock); None: as long as
@@ -139,14 +141,19 @@ class WindowThrottle(SimpleRateThrottle):
     in the shared cache (so a limit holds across every worker and container)."""
 
     wait_seconds: float | None = None
+    # From the rate, by SimpleRateThrottle.__init__ (its stubs leave them out); None without
+    # a rate.
+    num_requests: int | None
+    duration: int | None
 
     @property
-    def cache(self) -> BaseCache:
-        # The backend itself, not DRF's proxy of it: Redis's absence is remembered by it.
+    def backend(self) -> BaseCache:
+        # The backend itself, not DRF's proxy of it (`cache`): Redis's absence is remembered
+        # by it.
         return caches[DEFAULT_CACHE_ALIAS]
 
     def allow_request(self, request, view) -> bool:
-        if self.rate is None:
+        if self.num_requests is None or self.duration is None:  # no rate
             return True
         client = self.get_cache_key(request, view)
         if client is None:
@@ -163,7 +170,7 @@ class WindowThrottle(SimpleRateThrottle):
         ahead: losing the rate limit for a while is better than losing the API). Redis is
         given the timeouts of CACHES to answer, and once it has not, it is not asked again
         for AWAY_SECONDS: each request would wait them."""
-        cache = self.cache
+        cache = self.backend
         if time.monotonic() < _redis_away_until.get(cache, -math.inf):
             return 0
         try:

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import inspect
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
@@ -34,6 +36,7 @@ from django.utils.http import http_date
 
 from archives import formats, validation
 from archives.conf import settings
+from archives.models import Feed
 
 from . import atom
 from .pagecache import PageCache
@@ -46,7 +49,7 @@ JSON_TYPE = "application/json"
 # changes every ETag (so no cache keeps old bytes as current) and moves the Last-Modified of
 # documents rendered per request to no earlier than its files.
 _RENDERERS = sorted(Path(__file__).parent.glob("*.py")) + [
-    Path(module.__file__) for module in (formats, validation)]
+    Path(inspect.getfile(module)) for module in (formats, validation)]
 RENDERER = hashlib.sha256(b"".join(path.read_bytes() for path in _RENDERERS)).hexdigest()
 RENDERER_MODIFIED = datetime.fromtimestamp(max(path.stat().st_mtime for path in _RENDERERS),
                                            tz=UTC)
@@ -72,12 +75,30 @@ class Document:
     streams = False  # its body comes in pieces, from stream(): see views.serve
     # Answer If-Modified-Since (else only If-None-Match): see the module docstring.
     honours_if_modified_since = True
+    # A HEAD is answered without rendering, so without a Content-Length (a document
+    # rendered per request, whose length only its bytes tell): see views.serve.
+    head_without_length = False
 
     def __init__(self, *, read_at: datetime):
         # When its inputs were read (at the latest): no change committed before it is missing.
         self.read_at = read_at
 
+    @classmethod
+    def for_topic(cls, feed: Feed, *, read_at: datetime) -> Document | None:
+        """This kind's document of `feed` as the content of its WebSub topic (None: none
+        yet), for kinds that are topics (archives/documents/kinds.py)."""
+        raise NotImplementedError(f"{cls.__name__} is not a WebSub topic")
+
+    def topic_headers(self) -> dict[str, str]:
+        """Headers a delivery of this document to a topic's subscribers carries besides
+        its Content-Type and Link."""
+        return {}
+
     def etag(self) -> str:
+        raise NotImplementedError
+
+    def stream(self) -> Iterator[bytes]:
+        """The body in pieces, for a document that `streams`."""
         raise NotImplementedError
 
     def modified(self) -> datetime:
@@ -204,6 +225,10 @@ class FrozenDocument(Document):
     they are strong validators), else the hash of its bytes."""
 
     exported_as_file = True
+    # Set by each subclass's constructor.
+    _body: bytes
+    _content_etag: str
+    _modified: datetime
 
     @cached_property
     def _etag(self) -> str:

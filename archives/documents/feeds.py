@@ -45,6 +45,10 @@ class FeedDocument(Document):
         return None if memo is None else memo.setdefault(type(self), {})
 
     @classmethod
+    def for_topic(cls, feed: Feed, *, read_at: datetime) -> FeedDocument:
+        return cls(feed, read_at=read_at)
+
+    @classmethod
     def for_slug(cls, slug: str):
         """Raises Feed.DoesNotExist. A poll that finds nothing new renders nothing (the
         ETag follows from the feed row alone) and, with the feed's head in memory
@@ -59,6 +63,7 @@ class SubscriptionDocument(FeedDocument):
     # What tells this document's renderings apart from its twins' (RssSubscriptionDocument):
     # in its ETag and its cache key.
     kind = "subscription"
+    head_without_length = True
     render = staticmethod(atom.render_subscription)
     feed_links = staticmethod(atom.subscription_links)
     # The feed's columns its bytes show: with content_updated, its ETag's inputs. (The

@@ -77,6 +77,18 @@ class LinkedPageDocument(Document):
             final_pages.put(("linked", slug, number), page, size=len(page.body()))
         return page
 
+    @classmethod
+    def for_topic(cls, feed: Feed, *, read_at: datetime) -> LinkedPageDocument | None:
+        """The entry point's content: the newest page (None: no entries yet)."""
+        try:
+            return cls.for_page(feed.slug, newest_page(feed))
+        except ArchivePage.DoesNotExist:  # no entries yet (or renamed since read)
+            return None
+
+    def topic_headers(self) -> dict[str, str]:
+        """The page a delivery holds: the entry point's content is the newest page."""
+        return {"Content-Location": self.links()[0][1]}
+
     @cached_property
     def _etag(self) -> str:
         if self._stored is not None:
@@ -89,8 +101,9 @@ class LinkedPageDocument(Document):
         return self._etag
 
     def modified(self) -> datetime:
-        if self._stored is None and self.last_seq == self.feed.last_seq:
-            return self.feed.last_updated  # the newest page: a poll renders nothing
+        last_updated = self.feed.last_updated
+        if self._stored is None and self.last_seq == self.feed.last_seq and last_updated:
+            return last_updated  # the newest page: a poll renders nothing
         return self._rendered.last_updated
 
     def last_modified(self) -> int:
@@ -115,8 +128,10 @@ class LinkedPageDocument(Document):
     def body(self) -> bytes:
         return self._rendered.body
 
-    @property
-    def content_type(self) -> str:
+    @cached_property
+    def content_type(self) -> str:  # type: ignore[override]
+        # (Its boundary comes from its parts: known once rendered. mypy takes a
+        # cached_property for read-only, though it may be set as an attribute can.)
         return linkedpages.content_type_of(self.body())
 
 

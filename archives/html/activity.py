@@ -194,7 +194,7 @@ def render(feed: Feed) -> bytes:
     return etree.tostring(svg, xml_declaration=True, encoding="utf-8")
 
 
-def _legend(svg: etree._Element, totals: dict[str, int]) -> None:
+def _legend(svg: etree._Element, totals: dict[Entry.Kind, int]) -> None:
     x = LEFT
     for kind, label, colour in KINDS:
         _element(svg, "rect", x=str(x), y="12", width="12", height="12", fill=colour)

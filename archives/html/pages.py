@@ -18,7 +18,7 @@ import time
 from datetime import datetime
 from functools import cached_property
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from django.core.paginator import Page, Paginator
 from django.template.loader import render_to_string
@@ -197,7 +197,10 @@ class FeedPage(_HTMLPage):
         unsealed = feed.last_seq - feed.sealed_seq
         shown = min(max(unsealed, RECENT_ENTRIES), MAX_RECENT_ENTRIES)
         recent = Entry.objects.filter(feed=feed, seq__gt=feed.last_seq - shown).order_by("-seq")
-        pages = Paginator(_SealedPages(feed), ARCHIVE_PAGES_PER_PAGE).get_page(self.page_number)
+        # Paginator only counts and slices what it pages (django-stubs ask for a sequence).
+        paginator: Paginator[dict[str, Any]] = Paginator(
+            _SealedPages(feed), ARCHIVE_PAGES_PER_PAGE)  # type: ignore[arg-type]
+        pages = paginator.get_page(self.page_number)
         return {
             **feed_context(feed),
             "recent": _entries(feed, recent),
@@ -209,7 +212,7 @@ class FeedPage(_HTMLPage):
             "schema": schema_link(feed, feed.schema_version),
         }
 
-    def formats(self) -> list[tuple[str, str, str]]:
+    def formats(self) -> list[tuple[str, str | None, str]]:  # (None: not there yet)
         slug = self.feed.slug
         record = urls.record_url(slug, "KEY")
         return [

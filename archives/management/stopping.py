@@ -14,8 +14,10 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from types import FrameType
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +38,8 @@ class GracefulStop:
         self.requested = threading.Event()
         self.signal_name = ""
         self._idle = False
-        self._previous: dict[int, object] = {}
+        # The handlers ours replace (as signal.signal returns them), put back on leaving.
+        self._previous: dict[int, Callable[[int, FrameType | None], Any] | int | None] = {}
 
     def __call__(self) -> bool:
         return self.requested.is_set()

@@ -138,6 +138,13 @@ class Request:
                              until=self.arguments.get("until"))
         return ListState(self.verb) if self.verb == "ListSets" else None
 
+    @property
+    def list_state(self) -> ListState:
+        """`state`, for the handlers of the list verbs, which always have one."""
+        if self.state is None:
+            raise TypeError(f"{self.verb} is not a list verb")
+        return self.state
+
 
 def parse(params: Mapping[str, Sequence[str]]) -> Request:
     """A request from its parameters (a QueryDict's lists), or OAIError."""
@@ -243,6 +250,8 @@ def make_token(state: ListState) -> str:
         fields = [state.verb, state.after, state.delivered, state.size]
     else:
         position = state.after
+        if not isinstance(position, Position):  # a record list resumes after a record
+            raise TypeError(f"{state.verb} resumes after a record, not after {position!r}")
         micros = _micros(position.datestamp)
         fields = [state.verb, state.prefix, state.set_spec, state.from_, state.until,
                   micros, position.id, state.delivered, state.size, state.floor]

@@ -122,7 +122,7 @@ def list_metadata_formats(request: Request, safe: SafePoint) -> Body:
 
 
 def list_sets(request: Request, safe: SafePoint) -> Body:
-    page = repository.set_page(request.state, safe=safe)
+    page = repository.set_page(request.list_state, safe=safe)
     if page is None and request.resuming:  # the feeds after its position were deleted
         raise OAIError("badResumptionToken", "No set is left after this token's position: "
                                              "the feeds after it were deleted.")
@@ -155,13 +155,13 @@ def list_records(request: Request, safe: SafePoint) -> Body:
 
 
 def _list(request: Request, safe: SafePoint, *, with_metadata: bool) -> Body:
-    metadata_format = _format(request.state.prefix)
-    page = repository.record_page(request.state, safe=safe, with_metadata=with_metadata)
+    metadata_format = _format(request.list_state.prefix)
+    page = repository.record_page(request.list_state, safe=safe, with_metadata=with_metadata)
     if page is None:  # a resumed list keeps the responseDate it promised (repository.py)
         raise OAIError("noRecordsMatch", "No record matches these arguments"
                        + (" any more." if request.resuming else "."),
                        response_second=min(safe.response_second,
-                                           request.state.floor or safe.response_second))
+                                           request.list_state.floor or safe.response_second))
     element = etree.Element(f"{OAI}{request.verb}")
     write = (lambda item: _record(item, metadata_format)) if with_metadata else _header
     _resumption(element, request, page)

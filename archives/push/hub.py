@@ -1,11 +1,12 @@
 """WebSub (W3C Recommendation, 2018-01-23): feedpub is the hub of its own topics.
 
-Topics are a feed's subscription document, in Atom (/feeds/<slug>/) or RSS
-(/feeds/<slug>/rss/), and the linked-pages entry point (/feeds/<slug>/pages/latest), whose
-content is the newest linked page. Each names the hub (rel="hub") and itself (rel="self").
-A linked page's URL is accepted as a name of the entry point: a client that discovers the
-hub by following the entry point's redirect reads the newest page's `self`, and that is the
-topic it asks for.
+Topics are the kinds of document the registry marks as topics
+(archives/documents/kinds.py: today a feed's subscription document, in Atom (/feeds/<slug>/)
+or RSS (/feeds/<slug>/rss/), and the linked-pages entry point (/feeds/<slug>/pages/latest),
+whose content is the newest linked page); a subscription records the kind's format. Each
+names the hub (rel="hub") and itself (rel="self"). A linked page's URL is accepted as a
+name of the entry point: a client that discovers the hub by following the entry point's
+redirect reads the newest page's `self`, and that is the topic it asks for.
 
 The hub's view only checks a request (`record_request`: 400 with the reason, else 202) and
 records the intent; each client address may make FEEDPUB_WEBSUB_RATE of them (429 beyond).
@@ -39,21 +40,18 @@ from django.utils import timezone
 
 from archives.conf import settings
 from archives.db.cache import WindowThrottle
-from archives.documents import linked, urls
+from archives.documents import kinds, linked
 from archives.models import Feed, Subscription
 from archives.parameters import RepeatedParameter, refuse_repeated
 
 logger = logging.getLogger(__name__)
 
-Format = Subscription.Format
 Mode = Subscription.Mode
 
-# The routes that are topics, and the format each names.
-TOPIC_ROUTES = {"archives:subscription": Format.ATOM, "archives:rss": Format.RSS,
-                "archives:linked-latest": Format.LINKED}
 # A linked page: a name of its feed's entry point (what discovery through the entry point's
 # redirect finds as `self`).
-LINKED_PAGE_ROUTE = "archives:linked-page"
+LINKED_PAGE = kinds.named("linked-page")
+ENTRY_POINT = kinds.by_topic("linked")
 MAX_SECRET_BYTES = 199  # "hub.secret ... MUST be less than 200 bytes"
 MAX_CALLBACK_BYTES = 2000
 HUB_FIELDS = ("hub.mode", "hub.topic", "hub.callback", "hub.lease_seconds", "hub.secret")
@@ -69,35 +67,33 @@ class HubRequestError(ValueError):
 # Topics -----------------------------------------------------------------------------------
 
 def topic_url(slug: str, format: str) -> str:
-    if format == Format.ATOM:
-        return urls.subscription_url(slug)
-    if format == Format.RSS:
-        return urls.rss_subscription_url(slug)
-    return urls.linked_entry_point_url(slug)
+    """The URL of a feed's topic in `format` (a topic kind's, archives/documents/kinds.py)."""
+    return kinds.by_topic(format).url(slug)
 
 
 def find_topic(url: str) -> tuple[Feed, str]:
     """The feed and format a topic URL names. Raises HubRequestError."""
     base = settings.FEEDPUB_BASE_URL
-    match = format = feed = None
+    match = kind = feed = None
     if url.startswith(base + "/"):
         try:
             match = resolve(urlsplit(url.removeprefix(base)).path)
         except (Resolver404, ValueError):  # ValueError: a URL urlsplit cannot read
             match = None
-    if match is not None and match.view_name == LINKED_PAGE_ROUTE:
-        format = Format.LINKED
-    elif match is not None:
-        format = TOPIC_ROUTES.get(match.view_name)
-    if format:
+    if match is not None and match.namespace == kinds.NAMESPACE:
+        kind = kinds.get(match.url_name or "")
+    if kind is LINKED_PAGE:
+        kind = ENTRY_POINT
+    if match is not None and kind is not None and kind.topic:
         feed = Feed.objects.filter(slug=match.kwargs["slug"]).first()
-    if feed is None or url not in topic_names(feed, format, match.kwargs.get("number")):
-        example = topic_url("SLUG", Format.ATOM).replace("SLUG", "<slug>")
+    if match is None or kind is None or feed is None \
+            or url not in topic_names(feed, kind.topic, match.kwargs.get("number")):
         raise HubRequestError(
             f"hub.topic {url!r} is not a topic of this hub. Topics are an existing feed's "
-            f"subscription document ({example}), its RSS twin (rss/ after it) and its "
-            f"linked-pages entry point (pages/latest after it, or one of its pages).")
-    return feed, format
+            + ", ".join(f"{topic.label} ({topic.url('SLUG').replace('SLUG', '<slug>')})"
+                        for topic in kinds.topics())
+            + f", and a {LINKED_PAGE.label} names its entry point.")
+    return feed, kind.topic
 
 
 def topic_names(feed: Feed, format: str, page: int | None) -> set[str]:
@@ -105,7 +101,7 @@ def topic_names(feed: Feed, format: str, page: int | None) -> set[str]:
     an existing linked page of the feed."""
     names = {topic_url(feed.slug, format)}
     if page is not None and 0 < page <= linked.newest_page(feed):
-        names.add(urls.url(LINKED_PAGE_ROUTE, feed.slug, page))
+        names.add(LINKED_PAGE.url(feed.slug, page))
     return names
 
 
@@ -188,7 +184,7 @@ def clean_callback(url: str) -> str:
     if not callback_allowed(url):
         raise HubRequestError(f"This hub does not call back {host!r} "
                               f"(hosts it calls: FEEDPUB_WEBSUB_CALLBACK_HOSTS).")
-    if not private_callbacks_allowed() and not is_public(host, literal_only=True):
+    if not private_callbacks_allowed() and not is_public(host or "", literal_only=True):
         raise HubRequestError(f"This hub does not call back {host!r}: not a public address "
                               f"(FEEDPUB_WEBSUB_ALLOW_PRIVATE_CALLBACKS).")
     return url

@@ -25,7 +25,9 @@ means the same content is sent again. Each due topic's bytes are read once a rou
 sent to every subscriber due, concurrently. Workers claim the subscriptions they call
 (`claimed_until`, taken with FOR UPDATE SKIP LOCKED on PostgreSQL) and only those behind
 the version they read, so any number may run, none calls a callback another is calling,
-and none sends a document older than one already delivered.
+and none sends a document older than one already delivered. The state those queries read
+and write is archives/push/subscriptions.py's; the wake-ups between polls
+archives/push/listening.py's.
 """
 
 from __future__ import annotations
@@ -34,14 +36,10 @@ import asyncio
 import hashlib
 import hmac
 import logging
-import math
-import re
 import secrets
 import time
 from collections.abc import Iterable
 from contextlib import nullcontext
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
 
 import aiohttp
 from django.core.exceptions import ImproperlyConfigured
@@ -50,51 +48,37 @@ from django.db import (
     OperationalError,
     close_old_connections,
     connection,
-    transaction,
 )
-from django.db.models import F, Q
+from django.db.models import Q
 from django.utils import timezone
 from yarl import URL
 
 from archives.conf import settings
-from archives.db import heads
-from archives.documents import atom, base, linked, urls
-from archives.documents.feeds import RssSubscriptionDocument, SubscriptionDocument
-from archives.documents.linked import LinkedPageDocument
-from archives.models import ArchivePage, Feed, Subscription
+from archives.documents import atom, urls
+from archives.models import Feed, Subscription
 
-from .hub import INTENTS_CHANNEL, Format, Mode, callback_allowed, public_socket, topic_url
+from .hub import Mode, callback_allowed, public_socket, topic_url
+from .listening import Listener, Wake
+from .subscriptions import (
+    FEED_VERSION,
+    Content,
+    RoundReport,
+    Version,
+    apply_verification,
+    behind,
+    claim,
+    current_content,
+    due,
+    expire_leases,
+    mark_delivered,
+    record_deliveries,
+    unclaimed,
+)
 
 logger = logging.getLogger(__name__)
 
-
-# The longest wait between two delivery attempts, however many failures came before.
-MAX_RETRY_DELAY = 3600
 # What a verification's answer may hold besides the challenge (a newline, spaces).
 CHALLENGE_SLACK = 1024
-# PostgreSQL channels the worker listens on: writes announce the feed they changed (the
-# write path, archives/db/heads.py), the hub announces a new intent (INTENTS_CHANNEL).
-CHANGES_CHANNEL = heads.CHANNEL
-
-# Subscriptions a worker claims at once.
-BATCH = 1000
-# A claim's margin beyond its calls: the round's own queries, and for each subscription
-# its outcome written (a new subscriber's content read: ~20 ms each on PostgreSQL on a
-# busy 2-core machine, 1,000 verifications at once).
-CLAIM_MARGIN_SECONDS = 10
-CLAIM_MARGIN_EACH = 0.05
-
-
-def claim_seconds(count: int) -> int:
-    """How long a claim of `count` subscriptions lasts: longer than calling them can take,
-    after which a crashed worker's claims lapse and another worker calls those callbacks.
-    Each is called once (denied, verified or delivered to), CONCURRENCY at a time, each
-    call within the timeout; the denials go first, in rounds of their own, so a batch may
-    need one round more than its size asks."""
-    rounds = -(-count // settings.FEEDPUB_WEBSUB_CONCURRENCY) + (count > 1)
-    return math.ceil(rounds * settings.FEEDPUB_WEBSUB_TIMEOUT + CLAIM_MARGIN_SECONDS
-                     + count * CLAIM_MARGIN_EACH)
-
 
 def check_settings() -> None:
     """Refuse settings the worker cannot run with (at its start, not at its first call)."""
@@ -113,78 +97,11 @@ def check_settings() -> None:
         raise ImproperlyConfigured("; ".join(problems))
 
 
-@dataclass(frozen=True, order=True)
-class Version:
-    """How far a feed's documents have come: each of these only grows (a write raises
-    last_seq, a seal sealed_pages, every change subscription_modified, which is never set
-    back), so comparing them in this order puts any two states of the feed in the order
-    they were committed."""
-
-    modified: datetime
-    seq: int
-    sealed: int
-
-    @classmethod
-    def of(cls, feed: Feed) -> Version:
-        return cls(feed.subscription_modified, feed.last_seq, feed.sealed_pages)
-
-
-def behind(modified, seq, sealed) -> Q:
-    """Subscriptions last delivered an earlier version than (modified, seq, sealed): values
-    or expressions (the feed's own columns)."""
-    return (Q(delivered_modified__isnull=True) | Q(delivered_modified__lt=modified)
-            | Q(delivered_modified=modified, delivered_seq__lt=seq)
-            | Q(delivered_modified=modified, delivered_seq=seq, delivered_sealed__lt=sealed))
-
-
-FEED_VERSION = (F("feed__subscription_modified"), F("feed__last_seq"), F("feed__sealed_pages"))
-
-
-@dataclass(frozen=True)
-class Content:
-    """What a topic's subscribers are sent: its current bytes and what they are."""
-
-    etag: str
-    body: bytes
-    content_type: str
-    headers: dict[str, str] = field(default_factory=dict)
-
-
-def current_content(feed: Feed, format: str) -> Content | None:
-    """The topic's bytes (None: the linked-pages topic of a feed with no entries), of the
-    feed as read or later, never earlier."""
-    read_at = base.now()
-    if format == Format.LINKED:
-        number = linked.newest_page(feed)
-        try:
-            page = LinkedPageDocument.for_page(feed.slug, number)
-        except ArchivePage.DoesNotExist:  # no entries yet (or renamed since read)
-            return None
-        return Content(page.etag(), page.body(), page.content_type,
-                       {"Content-Location": page.links()[0][1]})
-    document_class = RssSubscriptionDocument if format == Format.RSS else SubscriptionDocument
-    document = document_class(feed, read_at=read_at)
-    return Content(document.etag(), document.body(), document.content_type)
-
-
 def signature(secret: str, body: bytes) -> str:
     """X-Hub-Signature's value: `sha256=` and the HMAC of the body keyed by the secret."""
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
-
-@dataclass
-class RoundReport:
-    verified: int = 0
-    refused: int = 0  # verifications that failed
-    denied: int = 0
-    delivered: int = 0
-    failed: int = 0
-    ended: int = 0  # subscriptions ended after FEEDPUB_WEBSUB_MAX_ATTEMPTS failures
-    expired: int = 0
-
-    def __bool__(self) -> bool:
-        return any(vars(self).values())
 
 
 class Worker:
@@ -245,8 +162,12 @@ class Worker:
                 wait = max(next_poll - time.monotonic(), 0)
                 # Either returns within `wait`, with what woke it or None (also when the
                 # listening connection is down: then it has slept, and this polls).
+                wake = None
                 with idle():
-                    wake = listener.wait(wait) if listener else time.sleep(wait)
+                    if listener is not None:
+                        wake = listener.wait(wait)
+                    else:
+                        time.sleep(wait)
                 full = time.monotonic() >= next_poll
                 if not full and wake is None:
                     continue
@@ -305,8 +226,7 @@ class Worker:
             self._deny(gone, report)
             answers = self._gather((self._verify(s) for s in asking), lambda error: False)
             for subscription, confirmed in zip(asking, answers, strict=True):
-                apply_verification(subscription, confirmed,
-                                   feeds.get(subscription.feed_id), report)
+                apply_verification(subscription, confirmed, report)
 
     async def _verify(self, subscription: Subscription) -> bool:
         challenge = secrets.token_urlsafe(24)
@@ -383,9 +303,10 @@ class Worker:
             unchanged = [s for s in claimed
                          if content is None or s.delivered_etag == content.etag]
             sending = [s for s in claimed if s not in unchanged]
-            answers = self._gather((self._post(s, content) for s in sending),
-                                   lambda error: f"{type(error).__name__}: {error}"[:300])
-            record_deliveries(sending, answers, content, version, report)
+            if content is not None:  # (else every one is unchanged)
+                answers = self._gather((self._post(s, content) for s in sending),
+                                       lambda error: f"{type(error).__name__}: {error}"[:300])
+                record_deliveries(sending, answers, content, version, report)
             mark_delivered([s.pk for s in unchanged], version,
                            content.etag if content else "", timezone.now())
 
@@ -428,192 +349,3 @@ def with_query(url: str, params: dict[str, str]) -> URL:
 
 def topic_exists(subscription: Subscription, feed: Feed | None) -> bool:
     return feed is not None and subscription.topic == topic_url(feed.slug, subscription.format)
-
-
-def due(now: datetime) -> Q:
-    """Active subscriptions whose next delivery attempt is due."""
-    return Q(expires_at__gt=now, next_attempt_at__lte=now)
-
-
-def unclaimed(now: datetime) -> Q:
-    return Q(claimed_until__isnull=True) | Q(claimed_until__lt=now)
-
-
-def claim(queryset) -> list[Subscription]:
-    """Up to BATCH subscriptions of `queryset` that no worker is calling, claimed for this
-    one. On PostgreSQL rows another worker is claiming are skipped, not waited for; on
-    SQLite writers take turns, so the check of `claimed_until` is enough."""
-    now = timezone.now()
-    with transaction.atomic():
-        claimed = list(queryset.filter(unclaimed(now)).order_by("pk")
-                       .select_for_update(skip_locked=True)[:BATCH])
-        Subscription.objects.filter(pk__in=[s.pk for s in claimed]).update(
-            claimed_until=now + timedelta(seconds=claim_seconds(len(claimed))))
-    return claimed
-
-
-def apply_verification(subscription: Subscription, confirmed: bool, feed: Feed | None,
-                       report: RoundReport) -> None:
-    """The outcome of a verification, unless a newer request replaced the one verified."""
-    if not _apply_verification(subscription, confirmed, feed, report):
-        # A newer request came meanwhile: release it, to be verified in its turn.
-        Subscription.objects.filter(pk=subscription.pk).update(claimed_until=None)
-
-
-def _apply_verification(subscription: Subscription, confirmed: bool, feed: Feed | None,
-                        report: RoundReport) -> int:
-    now = timezone.now()
-    same_request = Subscription.objects.filter(pk=subscription.pk,
-                                               intent_at=subscription.intent_at)
-    active = subscription.is_active
-    cleared = {"intent": "", "intent_topic": "", "intent_secret": "",
-               "intent_lease_seconds": None, "claimed_until": None}
-    if not confirmed:
-        report.refused += 1
-        if not active:  # nothing to keep: a failed renewal leaves the subscription be
-            return same_request.delete()[0]
-        return same_request.update(**cleared)
-    report.verified += 1
-    if subscription.intent == Mode.UNSUBSCRIBE:
-        return same_request.delete()[0]
-    changes = {**cleared, "secret": subscription.intent_secret,
-               "named_topic": subscription.intent_topic,
-               "expires_at": now + timedelta(seconds=subscription.intent_lease_seconds)}
-    if not active:
-        # A new subscriber is told of changes from now on: what there is now, it can read.
-        feed = Feed.objects.get(pk=feed.pk)  # as it is now, not when the round began
-        content = current_content(feed, subscription.format)
-        version = Version.of(feed)
-        changes.update(delivered_modified=version.modified, delivered_seq=version.seq,
-                       delivered_sealed=version.sealed,
-                       delivered_etag=content.etag if content else "", attempts=0,
-                       next_attempt_at=now, last_error="")
-    return same_request.update(**changes)
-
-
-def record_deliveries(subscriptions: list[Subscription], answers: list[int | str],
-                      content: Content, version: Version, report: RoundReport) -> None:
-    """Store each delivery's outcome and release the claims."""
-    now = timezone.now()
-    delivered, gone, failed, ended = [], [], [], []
-    for subscription, answer in zip(subscriptions, answers, strict=True):
-        if isinstance(answer, int) and 200 <= answer < 300:
-            delivered.append(subscription.pk)
-        elif answer == 410:  # the subscriber says the subscription is gone
-            gone.append(subscription.pk)
-        elif failure(subscription, answer, now):
-            failed.append(subscription)
-        else:
-            ended.append(subscription)
-    mark_delivered(delivered, version, content.etag if content else "", now)
-    Subscription.objects.filter(pk__in=gone + [s.pk for s in ended]).delete()
-    Subscription.objects.bulk_update(
-        failed, ["attempts", "next_attempt_at", "last_error", "claimed_until"])
-    report.delivered += len(delivered)
-    report.failed += len(failed) + len(ended)
-    report.ended += len(ended)
-    for subscription in failed:
-        logger.info("delivery to %s failed: %s", subscription.callback, subscription.last_error)
-    for subscription in ended:
-        logger.warning("delivery to %s failed %d times in a row (last: %s): subscription "
-                       "ended", subscription.callback, subscription.attempts,
-                       subscription.last_error)
-
-
-def mark_delivered(pks: list[int], version: Version, etag: str, now: datetime) -> None:
-    """Subscriptions now at `version` (sent its content, or it has nothing new to send)."""
-    Subscription.objects.filter(pk__in=pks).update(
-        delivered_modified=version.modified, delivered_seq=version.seq,
-        delivered_sealed=version.sealed, delivered_etag=etag, delivered_at=now, attempts=0,
-        last_error="", next_attempt_at=now, claimed_until=None)
-
-
-def failure(subscription: Subscription, answer: int | str, now: datetime) -> bool:
-    """Record a failed delivery on the subscription: retried later, with the newest
-    content, or (False) the subscription ends after FEEDPUB_WEBSUB_MAX_ATTEMPTS failures
-    in a row (the W3C editor's draft lets the hub end it: a callback gone for good would
-    otherwise be called until its lease ran out)."""
-    subscription.attempts += 1
-    subscription.last_error = (f"HTTP {answer}" if isinstance(answer, int) else answer)[:300]
-    subscription.claimed_until = None
-    subscription.next_attempt_at = now + timedelta(seconds=retry_delay(subscription.attempts))
-    return subscription.attempts < settings.FEEDPUB_WEBSUB_MAX_ATTEMPTS
-
-
-def retry_delay(attempts: int) -> int:
-    """Seconds before the next attempt after `attempts` failures in a row: RETRY_SECONDS,
-    twice as long each time after, at most MAX_RETRY_DELAY."""
-    doublings = min(attempts - 1, 32)  # beyond that the cap holds anyway
-    return min(settings.FEEDPUB_WEBSUB_RETRY_SECONDS * 2 ** doublings, MAX_RETRY_DELAY)
-
-
-def expire_leases() -> int:
-    """Forget subscriptions whose lease ran out (one awaiting a renewal waits for it)."""
-    count, _ = Subscription.objects.filter(expires_at__lte=timezone.now(), intent="").delete()
-    return count
-
-
-# Waking up -------------------------------------------------------------------------------
-
-@dataclass
-class Wake:
-    feeds: set[int] = field(default_factory=set)
-    intents: bool = False
-
-
-FEED_PAYLOAD = re.compile(r"[0-9]{1,18}")  # a feed's primary key (bigint), nothing else
-
-
-class Listener:
-    """LISTEN on the changes and intents channels on a connection of its own (PostgreSQL
-    only). Never trusted for correctness: when it is down, the worker polls."""
-
-    def __init__(self):
-        self.connection = None
-
-    def connect(self) -> bool:
-        try:
-            params = connection.get_connection_params()
-            self.connection = connection.get_new_connection(params)
-            self.connection.autocommit = True
-            for channel in (CHANGES_CHANNEL, INTENTS_CHANNEL):
-                self.connection.execute(f"LISTEN {channel}")
-        except Exception as error:  # noqa: BLE001 - any failure: poll, try again later
-            logger.warning("cannot LISTEN (polling instead): %s", error)
-            self.close()
-        return self.connection is not None
-
-    def close(self) -> None:
-        if self.connection is not None:
-            try:
-                self.connection.close()
-            finally:
-                self.connection = None
-
-    def wait(self, timeout: float) -> Wake | None:
-        """What notifications arrived within `timeout` seconds; None: none, or the
-        connection is down (then it sleeps out the timeout: the caller polls when its
-        interval is up, and tries to listen again after)."""
-        started = time.monotonic()
-        if self.connection is None and not self.connect():
-            time.sleep(max(timeout, 0))
-            return None
-        wake = Wake()
-        try:
-            # The first notification (or the timeout), then whatever else has arrived.
-            for notifies in (self.connection.notifies(timeout=max(timeout, 0), stop_after=1),
-                             self.connection.notifies(timeout=0)):
-                for notify in notifies:
-                    if notify.channel == INTENTS_CHANNEL:
-                        wake.intents = True
-                    elif FEED_PAYLOAD.fullmatch(notify.payload):
-                        wake.feeds.add(int(notify.payload))
-                    else:
-                        logger.warning("ignoring a %s notification with payload %r",
-                                       notify.channel, notify.payload)
-            return wake if wake.feeds or wake.intents else None
-        except Exception as error:  # noqa: BLE001 - the connection died: poll until back
-            logger.warning("LISTEN connection lost (polling instead): %s", error)
-            self.close()
-            time.sleep(max(timeout - (time.monotonic() - started), 0))
-            return None

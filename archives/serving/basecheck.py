@@ -68,9 +68,12 @@ def same_loopback_server(here: str, wanted: str) -> bool:
         same_port = (a.scheme, a.port) == (b.scheme, b.port)
     except ValueError:  # a Host's port out of range (Django lets any digits through)
         return False
-    return same_port and \
-        {f"[{a.hostname}]" if ":" in a.hostname else a.hostname,
-         f"[{b.hostname}]" if ":" in b.hostname else b.hostname} <= LOOPBACK_NAMES
+    return same_port and {_host_name(a.hostname), _host_name(b.hostname)} <= LOOPBACK_NAMES
+
+
+def _host_name(hostname: str | None) -> str | None:
+    """A URL's host as a Host header names it: an IPv6 address in brackets."""
+    return f"[{hostname}]" if hostname is not None and ":" in hostname else hostname
 
 
 def misdirected(here: str, path: str) -> str:

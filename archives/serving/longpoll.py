@@ -1,7 +1,8 @@
 """Long polling of the subscription documents (RFC 7240 `Prefer: wait=N`), on an ASGI
 server: the one route where feedpub holds a request open.
 
-A GET or HEAD of /feeds/<slug>/ or /feeds/<slug>/rss/ with `Prefer: wait=N` and an
+A GET or HEAD of a long-polled kind of document (archives/documents/kinds.py: today
+/feeds/<slug>/ and /feeds/<slug>/rss/) with `Prefer: wait=N` and an
 If-None-Match is first answered by Django, as any request is. When that answer is 304
 (the client holds the current document), it is held for up to N seconds (at most
 FEEDPUB_LONG_POLL_MAX_WAIT) until the feed's next change: the client then gets the new
@@ -42,7 +43,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
 import signal
 import threading
 from collections.abc import Awaitable, Callable
@@ -50,16 +50,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from django.db import DatabaseError, connection, connections
+from django.urls import Resolver404, resolve
 from prometheus_client import Gauge
 
 from archives.conf import settings
 from archives.db.heads import heads, version
+from archives.documents import kinds
 from archives.models import Feed
 
 logger = logging.getLogger(__name__)
 
-# The subscription documents, Atom and RSS (archives/urls.py: <slug:slug>).
-LONG_POLLED = re.compile(r"^/feeds/(?P<slug>[-a-zA-Z0-9_]+)/(?:rss/)?$")
 # Seconds between two reads of a watched feed's head when no notification can come.
 RECHECK = 0.5
 # What Django's answer to a long-polled URL depends on, besides method, path and query.
@@ -78,6 +78,20 @@ HELD = Gauge("feedpub_long_polls_held", "Long polls held now, waiting for a chan
 Scope = dict
 Receive = Callable[[], Awaitable[dict]]
 Send = Callable[[dict], Awaitable[None]]
+
+
+def long_polled_feed(scope: Scope) -> str | None:
+    """The slug of the feed whose document a GET or HEAD of `scope` asks for, if that is
+    a long-polled kind of document (archives/documents/kinds.py: Kind.long_polled); None
+    for any other request, which passes through."""
+    if scope["type"] != "http" or scope["method"] not in ("GET", "HEAD"):
+        return None
+    try:  # the path as Django resolves it: without the mount point
+        match = resolve(scope["path"].removeprefix(scope.get("root_path", "")))
+    except Resolver404:
+        return None
+    kind = kinds.get(match.url_name or "") if match.namespace == kinds.NAMESPACE else None
+    return match.kwargs["slug"] if kind is not None and kind.long_polled else None
 
 
 def requested_wait(headers: list[tuple[bytes, bytes]]) -> int | None:
@@ -282,14 +296,14 @@ class LongPolling:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
             return await self.lifespan(receive, send)
-        match = LONG_POLLED.match(scope["path"]) if scope["type"] == "http" else None
-        if match is None or scope["method"] not in ("GET", "HEAD"):
+        slug = long_polled_feed(scope)
+        if slug is None:
             return await self.app(scope, receive, send)
         wait = requested_wait(scope["headers"])
         if not wait or not any(name == b"if-none-match" for name, _ in scope["headers"]) \
                 or self.closing:
             return await (await self.ask(scope)).send(send)  # not held: answered at once
-        await self.hold(match["slug"], scope, receive, send,
+        await self.hold(slug, scope, receive, send,
                         min(wait, settings.FEEDPUB_LONG_POLL_MAX_WAIT))
 
     async def hold(self, slug: str, scope: Scope, receive: Receive, send: Send,
@@ -318,7 +332,7 @@ class LongPolling:
             # One future says how the wait ended: a new answer, the time up, the client
             # gone. (Cheaper to wake by the thousand than asyncio.wait on several.)
             woken = waiter.woken
-            timer = self.loop.call_later(wait, _resolve, woken, TIME_UP)
+            timer = asyncio.get_running_loop().call_later(wait, _resolve, woken, TIME_UP)
             # (Kept on the waiter: the loop holds tasks only weakly.)
             waiter.listener = asyncio.ensure_future(_until_disconnected(receive, woken))
             applied: int | None = wait

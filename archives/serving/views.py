@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
-from uuid import UUID
+from typing import TypeVar
 
-from django.core.exceptions import ValidationError
+from django.core.exceptions import ImproperlyConfigured, ObjectDoesNotExist, ValidationError
 from django.core.paginator import Paginator
 from django.http import (
     Http404,
@@ -19,6 +19,7 @@ from django.http import (
     HttpResponseRedirect,
     StreamingHttpResponse,
 )
+from django.http.response import HttpResponseBase
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.cache import get_conditional_response
@@ -29,33 +30,28 @@ from django.views.decorators.http import require_POST, require_safe
 
 from archives.conf import settings
 from archives.db.heads import heads
-from archives.documents import atom, base, feeds, linked
+from archives.documents import atom, base, feeds, kinds, linked
 from archives.documents.base import Document
 from archives.documents.feeds import (
     ArchiveDocument,
-    CompleteDocument,
     FeedDocument,
-    PagedFeedDocument,
     PagedPageDocument,
     RssArchiveDocument,
-    RssSubscriptionDocument,
     SubscriptionDocument,
 )
-from archives.documents.linked import (
-    LinkedPageDocument,
-    SnapshotIndexDocument,
-    SnapshotPageDocument,
-)
+from archives.documents.kinds import Kind
 from archives.documents.records import RecordDocument
 from archives.documents.schemas import CurrentSchemaDocument, SchemaVersionDocument
 from archives.html import pages
 from archives.html.activity import ActivityChart
-from archives.models import ArchivePage, Feed, Record, RecordSchema, Snapshot, SnapshotPage
+from archives.models import ArchivePage, Feed, Record, RecordSchema, Snapshot
 from archives.parameters import single
 from archives.push import hub
 from archives.validation import clean_key
 
 from .negotiation import error_response, negotiated
+
+AFeedDocument = TypeVar("AFeedDocument", bound=FeedDocument)
 
 MAX_PAGE_NUMBER = 2**31 - 1  # the column's range: no page can have a larger number
 
@@ -67,11 +63,34 @@ def read_only(view: Callable) -> Callable:
     return csrf_exempt(require_safe(view))
 
 
+def document_view(kind: Kind, find: Callable[..., Document]) -> Callable[..., HttpResponseBase]:
+    """The view of a kind of document that its URL's arguments alone find (`find`, the
+    kind's): its document served, or a 404 when there is none."""
+
+    @read_only
+    def view(request: HttpRequest, **arguments) -> HttpResponseBase:
+        try:
+            document = find(**arguments)
+        except ObjectDoesNotExist:
+            raise Http404(not_found(kind, arguments)) from None
+        return serve(request, document)
+
+    view.__name__ = view.__qualname__ = kind.name.replace("-", "_")
+    return view
+
+
+def not_found(kind: Kind, arguments: dict) -> str:
+    slug, *rest = arguments.values()
+    if not rest:
+        return f"No feed {slug!r}"
+    return f"Feed {slug!r} has no {kind.label} {', '.join(str(value) for value in rest)}"
+
+
 FEEDS_PER_INDEX_PAGE = 50
 
 
 @read_only
-def index(request: HttpRequest) -> HttpResponse:
+def index(request: HttpRequest) -> HttpResponseBase:
     """Every feed, by slug, a page of them at a time (a host may hold 100,000)."""
     feeds = Paginator(Feed.objects.order_by("slug"), FEEDS_PER_INDEX_PAGE).get_page(
         single(request.GET, "page"))
@@ -80,18 +99,19 @@ def index(request: HttpRequest) -> HttpResponse:
 
 @read_only
 @negotiated("atom", "html")
-def subscription(request: HttpRequest, slug: str, format: str | None) -> HttpResponse:
+def subscription(request: HttpRequest, slug: str, format: str | None) -> HttpResponseBase:
     document = _feed_document(SubscriptionDocument, slug)
     if format == "html":
-        document = pages.FeedPage(document, page=single(request.GET, "page"))
+        return serve(request, pages.FeedPage(document, page=single(request.GET, "page")))
     return serve(request, document)
 
 
 @read_only
 @negotiated("atom", "html")
-def archive(request: HttpRequest, slug: str, number: int, format: str | None) -> HttpResponse:
+def archive(request: HttpRequest, slug: str, number: int, format: str | None) -> HttpResponseBase:
     if not 1 <= number <= MAX_PAGE_NUMBER:
         raise Http404(f"There is no archive page {number}")
+    document: Document
     try:
         if format == "html":
             document = pages.ArchivePageHTML.for_page(slug, number, read_at=base.now())
@@ -103,15 +123,7 @@ def archive(request: HttpRequest, slug: str, number: int, format: str | None) ->
 
 
 @read_only
-def linked_page(request: HttpRequest, slug: str, number: int) -> HttpResponse:
-    try:
-        return serve(request, LinkedPageDocument.for_page(slug, number))
-    except ArchivePage.DoesNotExist:
-        raise Http404(f"Feed {slug!r} has no page {number}") from None
-
-
-@read_only
-def newest_linked_page(request: HttpRequest, slug: str) -> HttpResponse:
+def newest_linked_page(request: HttpRequest, slug: str) -> HttpResponseBase:
     """The linked-pages entry point: a short-lived redirect to the newest page."""
     try:
         number, links = linked.newest_linked_page(slug)
@@ -124,15 +136,7 @@ def newest_linked_page(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 @read_only
-def snapshot(request: HttpRequest, slug: str, snapshot_id: UUID) -> HttpResponse:
-    try:
-        return serve(request, SnapshotIndexDocument.for_id(slug, snapshot_id))
-    except Snapshot.DoesNotExist:
-        raise Http404(f"Feed {slug!r} has no snapshot {snapshot_id!r}") from None
-
-
-@read_only
-def newest_snapshot(request: HttpRequest, slug: str) -> HttpResponse:
+def newest_snapshot(request: HttpRequest, slug: str) -> HttpResponseBase:
     newest = (Snapshot.objects.filter(feed__slug=slug, complete=True)
               .order_by("-created").values_list("uuid", flat=True).first())
     if newest is None:
@@ -141,20 +145,12 @@ def newest_snapshot(request: HttpRequest, slug: str) -> HttpResponse:
         reverse("archives:snapshot", args=[slug, str(newest)])))
 
 
-@read_only
-def snapshot_page(request: HttpRequest, slug: str, snapshot_id: UUID, number: int):
-    try:
-        return serve(request, SnapshotPageDocument.for_page(slug, snapshot_id, number))
-    except SnapshotPage.DoesNotExist:
-        raise Http404(f"Snapshot {snapshot_id!r} has no page {number}") from None
-
-
-def _short_lived(response: HttpResponse) -> HttpResponse:
+def _short_lived(response: HttpResponse) -> HttpResponseBase:
     response["Cache-Control"] = f"public, max-age={settings.FEEDPUB_MAX_AGE}"
     return response
 
 
-def _feed_document(document_class: type[FeedDocument], slug: str) -> FeedDocument:
+def _feed_document(document_class: type[AFeedDocument], slug: str) -> AFeedDocument:
     try:
         return document_class.for_slug(slug)
     except Feed.DoesNotExist:
@@ -189,7 +185,7 @@ def archive_by_date(request: HttpRequest, slug: str, year: str, month: str, day:
 
 @read_only
 @negotiated("atom", "json", "html")
-def record(request: HttpRequest, slug: str, key: str, format: str | None) -> HttpResponse:
+def record(request: HttpRequest, slug: str, key: str, format: str | None) -> HttpResponseBase:
     try:
         document = RecordDocument.for_key(slug, clean_key(key))
     except (ValidationError, Record.DoesNotExist):  # no record can have an invalid key
@@ -206,7 +202,7 @@ def record(request: HttpRequest, slug: str, key: str, format: str | None) -> Htt
 
 
 @read_only
-def schema(request: HttpRequest, slug: str) -> HttpResponse:
+def schema(request: HttpRequest, slug: str) -> HttpResponseBase:
     try:
         document = CurrentSchemaDocument.for_feed(_feed_or_404(slug))
     except RecordSchema.DoesNotExist:
@@ -217,7 +213,7 @@ def schema(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 @read_only
-def schema_version(request: HttpRequest, slug: str, version: int) -> HttpResponse:
+def schema_version(request: HttpRequest, slug: str, version: int) -> HttpResponseBase:
     if not 1 <= version <= MAX_PAGE_NUMBER:  # the column's range too
         raise Http404(f"Feed {slug!r} has no record schema version {version}")
     try:
@@ -228,7 +224,7 @@ def schema_version(request: HttpRequest, slug: str, version: int) -> HttpRespons
 
 
 @read_only
-def search(request: HttpRequest, slug: str) -> HttpResponse:
+def search(request: HttpRequest, slug: str) -> HttpResponseBase:
     """Records of a feed whose key or title contains `q`, for people."""
     context = pages.search(_feed_or_404(slug), single(request.GET, "q") or "",
                                single(request.GET, "page"))
@@ -237,17 +233,12 @@ def search(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 @read_only
-def activity(request: HttpRequest, slug: str) -> HttpResponse:
+def activity(request: HttpRequest, slug: str) -> HttpResponseBase:
     return serve(request, _feed_document(ActivityChart, slug))
 
 
 @read_only
-def rss_subscription(request: HttpRequest, slug: str) -> HttpResponse:
-    return serve(request, _feed_document(RssSubscriptionDocument, slug))
-
-
-@read_only
-def rss_archive(request: HttpRequest, slug: str, number: int) -> HttpResponse:
+def rss_archive(request: HttpRequest, slug: str, number: int) -> HttpResponseBase:
     if not 1 <= number <= MAX_PAGE_NUMBER:
         raise Http404(f"There is no archive page {number}")
     try:
@@ -260,17 +251,7 @@ def rss_archive(request: HttpRequest, slug: str, number: int) -> HttpResponse:
 # RFC 5005's complete and paged feeds ----------------------------------------------------
 
 @read_only
-def complete(request: HttpRequest, slug: str) -> HttpResponse:
-    return serve(request, _feed_document(CompleteDocument, slug))
-
-
-@read_only
-def paged(request: HttpRequest, slug: str) -> HttpResponse:
-    return serve(request, _feed_document(PagedFeedDocument, slug))
-
-
-@read_only
-def paged_page(request: HttpRequest, slug: str, number: int) -> HttpResponse:
+def paged_page(request: HttpRequest, slug: str, number: int) -> HttpResponseBase:
     """Page n of the paged feed: archive page n's entries (the newest are at /paged/)."""
     if not 1 <= number <= MAX_PAGE_NUMBER:
         raise Http404(f"There is no paged feed page {number}")
@@ -286,7 +267,7 @@ def paged_page(request: HttpRequest, slug: str, number: int) -> HttpResponse:
 
 @csrf_exempt
 @require_POST
-def websub_hub(request: HttpRequest) -> HttpResponse:
+def websub_hub(request: HttpRequest) -> HttpResponseBase:
     """The hub (W3C WebSub 5.1): a subscription request is checked and recorded, and the
     websub_worker verifies it with the callback (archives/push/)."""
     wait = hub.throttled(request)
@@ -330,12 +311,13 @@ class HeadersOnly(StreamingHttpResponse):
     def __iter__(self):
         return iter(())
 
-    async def __aiter__(self):
-        for part in ():
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        nothing: tuple[bytes, ...] = ()
+        for part in nothing:
             yield part
 
 
-def serve(request: HttpRequest, document: Document) -> HttpResponse:
+def serve(request: HttpRequest, document: Document) -> HttpResponseBase:
     """A document's answer: 304 when the client's validators match (If-None-Match, else
     If-Modified-Since, as RFC 9110 13.2.2 orders them), else its bytes in one piece,
     gzip-encoded for clients that accept it. HEAD renders nothing it can avoid."""
@@ -353,8 +335,7 @@ def serve(request: HttpRequest, document: Document) -> HttpResponse:
         return response
     if compress:
         headers["Content-Encoding"] = "gzip"
-    if request.method == "HEAD" and (document.streams
-                                     or isinstance(document, SubscriptionDocument)):
+    if request.method == "HEAD" and (document.streams or document.head_without_length):
         # (An open linked page is rendered even for HEAD: its boundary, in its
         # Content-Type, comes from its parts.)
         return HeadersOnly(content_type=document.content_type, headers=headers)
@@ -368,3 +349,29 @@ def serve(request: HttpRequest, document: Document) -> HttpResponse:
     headers["Content-Length"] = str(len(body))
     return HttpResponse(b"" if request.method == "HEAD" else body,
                         content_type=document.content_type, headers=headers)
+
+
+# The views of the kinds of document (archives/documents/kinds.py) ------------------------
+
+# Kinds served by a view of their own: they negotiate a page for people, redirect, or
+# check their arguments before looking.
+OWN_VIEWS: dict[str, Callable[..., HttpResponseBase]] = {
+    "subscription": subscription, "archive": archive, "archive-rss": rss_archive,
+    "linked-latest": newest_linked_page, "snapshot-latest": newest_snapshot,
+    "paged-page": paged_page, "record": record, "schema": schema,
+    "schema-version": schema_version,
+}
+
+
+def views_of_kinds() -> list[tuple[Kind, Callable[..., HttpResponseBase]]]:
+    """Each kind of document and its view (the URLconf routes them)."""
+    routed = []
+    for kind in kinds.KINDS:
+        view = OWN_VIEWS.get(kind.name)
+        if view is None:
+            if kind.find is None:
+                raise ImproperlyConfigured(f"Document kind {kind.name!r} has neither `find` "
+                                           f"nor a view of its own (archives/serving/views.py)")
+            view = document_view(kind, kind.find)
+        routed.append((kind, view))
+    return routed

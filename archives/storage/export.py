@@ -50,8 +50,9 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from django.core.exceptions import ImproperlyConfigured
 from django.core.files.base import ContentFile
-from django.core.files.storage import FileSystemStorage, Storage, storages
+from django.core.files.storage import FileSystemStorage, storages
 from django.db.models import F, Q, QuerySet
 from storages.backends.s3 import S3Storage
 
@@ -81,8 +82,13 @@ TEMPORARY_NAME = re.compile(r"\..+\.[a-z0-9_]{8}")
 STALE_TEMPORARY = 600
 
 
-def storage() -> Storage:
-    return storages["feedpub_pages"]
+def storage() -> PageStorage:
+    pages = storages["feedpub_pages"]
+    if not isinstance(pages, AtomicFileSystemStorage | PagesS3Storage):
+        raise ImproperlyConfigured(
+            f"STORAGES['feedpub_pages'] is a {type(pages).__name__}: pages are written to "
+            "archives.storage.export.AtomicFileSystemStorage or PagesS3Storage")
+    return pages
 
 
 class AtomicFileSystemStorage(FileSystemStorage):
@@ -120,7 +126,8 @@ class AtomicFileSystemStorage(FileSystemStorage):
             with os.fdopen(handle, "wb") as file:
                 for chunk in content.chunks():
                     file.write(chunk)
-                os.fchmod(file.fileno(), self.file_permissions_mode)  # whatever the umask
+                if self.file_permissions_mode is not None:  # whatever the umask
+                    os.fchmod(file.fileno(), self.file_permissions_mode)
                 second = getattr(content, "modified", None)
                 if second is not None:
                     file.flush()
@@ -192,6 +199,21 @@ class PagesS3Storage(S3Storage):
                 **getattr(content, "object_parameters", {})}
 
 
+# Where pages are written: the `feedpub_pages` storage, one of the two backends above.
+PageStorage = AtomicFileSystemStorage | PagesS3Storage
+
+
+class PageContent(ContentFile):
+    """A file's bytes, and what a storage writes beside them: the file's time (`modified`,
+    a UNIX second; AtomicFileSystemStorage) and its object's headers (PagesS3Storage)."""
+
+    def __init__(self, body: bytes, *, modified: int | None,
+                 object_parameters: dict[str, str]):
+        super().__init__(body)
+        self.modified = modified
+        self.object_parameters = object_parameters
+
+
 @dataclass(frozen=True)
 class PageFile:
     """One file of a page: its storage name, bytes, and the headers it is served with."""
@@ -203,14 +225,11 @@ class PageFile:
     second: int | None  # the file's time: its Last-Modified (None: linked pages')
     encoding: str | None = None
 
-    def content(self) -> ContentFile:
-        content = ContentFile(self.body)
-        content.modified = self.second
-        content.object_parameters = {"ContentType": self.content_type,
-                                     "CacheControl": self.cache_control}
+    def content(self) -> PageContent:
+        object_parameters = {"ContentType": self.content_type, "CacheControl": self.cache_control}
         if self.encoding:
-            content.object_parameters["ContentEncoding"] = self.encoding
-        return content
+            object_parameters["ContentEncoding"] = self.encoding
+        return PageContent(self.body, modified=self.second, object_parameters=object_parameters)
 
 
 @dataclass(frozen=True)
@@ -289,7 +308,7 @@ def superseded_names(slug: str, number: int) -> list[str]:
             for suffix in ("", GZIP)]
 
 
-def write(page: SealedState, into: Storage | None = None) -> None:
+def write(page: SealedState, into: PageStorage | None = None) -> None:
     """Write every file of `page`, then remove the versions they supersede."""
     into = into or storage()
     for file in page_files(page):
@@ -300,12 +319,12 @@ def write(page: SealedState, into: Storage | None = None) -> None:
         _remove_open(page, into)
 
 
-def _remove_open(page: SealedState, into: Storage) -> None:
+def _remove_open(page: SealedState, into: PageStorage) -> None:
     for name in superseded_names(page.slug, page.number):
         into.delete(name)
 
 
-def linked_meanwhile(written: list[SealedState], into: Storage) -> None:
+def linked_meanwhile(written: list[SealedState], into: PageStorage) -> None:
     """Remove the open files just written of pages that have gained their next-archive
     link since they were read: sealing removed the open files as it committed the link,
     which may have been before they were written, and nothing else would until the final
@@ -376,7 +395,7 @@ def export_pending(*, slug: str | None = None, limit: int | None = PAGES_PER_PAS
     return done
 
 
-def remove_stale_temporaries(into: Storage, *, everywhere: bool = False,
+def remove_stale_temporaries(into: PageStorage, *, everywhere: bool = False,
                              dry_run: bool = False) -> list[str]:
     """The local storage's temporaries of killed writers, removed (an S3 PUT leaves none)."""
     sweep = getattr(into, "remove_stale_temporaries", None)
@@ -444,7 +463,7 @@ def verify(*, slug: str | None = None, dry_run: bool = False,
     return report
 
 
-def _is_current(into: Storage, file: PageFile) -> bool:
+def _is_current(into: PageStorage, file: PageFile) -> bool:
     if not into.exists(file.name):
         return False
     if getattr(into, "keeps_file_times", False) and file.second is not None \

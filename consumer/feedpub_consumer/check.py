@@ -299,7 +299,7 @@ class Checker(HttpChecks):
         page = Page(url, response, document)
         self.pages[url] = page
         if document is not None:
-            self._check_document(page)
+            self._check_document(page, document)
         if self.http_checks:
             self._check_http(page)
         self._checked(len(document.entries) if document is not None else 0)
@@ -328,8 +328,9 @@ class Checker(HttpChecks):
     def parse(self, body: bytes, url: str, *, base: str) -> AtomDocument:
         return parse_document(body, url, base=base)
 
-    def _check_document(self, page: Page) -> None:
-        document, url = page.document, page.url
+    def _check_document(self, page: Page, document: AtomDocument) -> None:
+        """The checks of a page whose body parsed as a document (`page.document`)."""
+        url = page.url
         self._check_schema(url, document.root)
         archive_links = [rel for rel in ("prev-archive", "next-archive") if document.link(rel)]
         if document.is_complete and archive_links:
@@ -505,7 +506,8 @@ class Checker(HttpChecks):
         reconstruction = Reconstruction()
         for url in reversed(self.chain):
             reconstruction.apply_rows(self.rows.of(url))
-        live = (record for record in reconstruction.live() if record.get("alternate"))
+        live: Iterable[dict[str, Any]] = (record for record in reconstruction.live()
+                                          if record.get("alternate"))
         if not self.fetch_records:
             live = reservoir(live, self.sample, random.Random(self.seed))  # noqa: S311
         for record in live:
@@ -553,7 +555,8 @@ class Checker(HttpChecks):
             return
         state = load_state(self.state_path, self.format)
         for page in self.pages.values():
-            if page.document is None or not page.document.is_archive:
+            # (_kept gives every archive page a fingerprint when there is a state file)
+            if page.document is None or not page.document.is_archive or page.fingerprint is None:
                 continue
             seen = {**page.fingerprint,
                     "has_next": page.document.next_archive is not None,

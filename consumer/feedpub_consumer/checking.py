@@ -6,7 +6,7 @@ the format-specific checkers, and none of them imports it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 from . import checkpaged
 from .check import RSS, Checker, CheckFailed, CheckResult, fetch_start, is_rss, load_state
@@ -18,6 +18,14 @@ from .oai import OAI_PMH, is_oai_pmh, is_oai_url
 
 if TYPE_CHECKING:
     from tqdm import tqdm  # the caller's progress bar, if any
+
+
+class CheckerOptions(TypedDict):
+    """What an Atom or RSS checker is told, whichever checker the feed's answer picks."""
+    client: HttpClient
+    state_path: str | None
+    sample: int
+    http_checks: bool
 
 
 def check_feed(url: str, *, limits: Limits | None = None, state_path: str | None = None,
@@ -49,17 +57,19 @@ def check_feed(url: str, *, limits: Limits | None = None, state_path: str | None
     if kind != OAI_PMH and (metadata_prefix is not None or set_spec is not None):
         raise CheckFailed(f"a metadata prefix and a set are for OAI-PMH only; {url} is "
                           f"checked as {kind}")
-    if kind == OAI_PMH:
-        checker = OaiChecker(client=client, metadata_prefix=metadata_prefix, set_spec=set_spec)
+    if kind == OAI_PMH or first is None:  # (None: an OAI-PMH URL, never fetched)
+        oai_checker = OaiChecker(client=client, metadata_prefix=metadata_prefix,
+                                 set_spec=set_spec)
         if state_path is not None:
-            checker.notes.append("the state file is not used on an OAI-PMH repository: it "
-                                 "has no pages to compare")
-        checker.progress = progress
-        return checker.run(url, first)
+            oai_checker.notes.append("the state file is not used on an OAI-PMH repository: "
+                                     "it has no pages to compare")
+        oai_checker.progress = progress
+        return oai_checker.run(url, first)
     if state_path is not None:
         load_state(state_path, kind)  # fail before walking, not after
-    options = {"client": client, "state_path": state_path, "sample": sample,
-               "http_checks": http_checks}
+    options = CheckerOptions(client=client, state_path=state_path, sample=sample,
+                             http_checks=http_checks)
+    checker: Checker | LinkedChecker
     if kind == ATOM:
         checker = (checkpaged.checker_for(first, fetch_records=fetch_records, **options)
                    or Checker(fetch_records=fetch_records, **options))

@@ -87,7 +87,7 @@ class LinkedChecker(HttpChecks):
             self._check_between_pages()
         except RunLimitReached as error:  # other errors are problems of the feed
             self._stopped(error)
-        if self.state is not None:
+        if self.state_path is not None and self.state is not None:
             save_state(self.state_path, self.state)
         return self._result(len(self.pages))
 

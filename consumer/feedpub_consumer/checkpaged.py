@@ -24,7 +24,7 @@ from io import BytesIO
 from lxml import etree
 
 from .atom import FH, A, AtomDocument
-from .check import Checker, CheckResult, Page
+from .check import Checker, CheckResult, Page, fetch_start
 from .http import Response, RunLimitReached, parse_link_header
 
 PAGED_RELS = ("first", "last", "next", "previous")
@@ -67,9 +67,9 @@ def checker_for(first: Response, **options) -> Checker | None:
 class CompleteChecker(Checker):
     """A complete feed: one document, one active entry per record."""
 
-    def _check_document(self, page: Page) -> None:
-        super()._check_document(page)
-        document, url = page.document, page.url
+    def _check_document(self, page: Page, document: AtomDocument) -> None:
+        super()._check_document(page, document)
+        url = page.url
         if not document.is_complete:
             return
         seen: set[str] = set()
@@ -93,11 +93,12 @@ class PagedChecker(Checker):
                               "nothing about the stability of its documents")
         self.entries: dict[tuple[str, str], str] = {}
         try:
-            start = self._accept(url, first)  # its describedby schema is fetched too
+            # its describedby schema is fetched too
+            start = self._accept(url, first or fetch_start(self.client, url))
             self._walk_next(start)
             self._check_first_and_last()
-            start = self.pages[url].document
-            if start is not None and not start.link("previous"):
+            newest = self.pages[url].document
+            if newest is not None and not newest.link("previous"):
                 # Walked from the newest entries: which records are live is known.
                 self._check_alternates()
         except RunLimitReached as error:
@@ -141,10 +142,10 @@ class PagedChecker(Checker):
             self.entries.setdefault(key, page.url)
 
     def _check_first_and_last(self) -> None:
-        documents = [self.pages[url].document for url in self.chain
-                     if self.pages[url].document is not None]
+        documents = [document for url in self.chain
+                     if (document := self.pages[url].document) is not None]
         for rel, end in (("first", self.chain[0]), ("last", self.chain[-1])):
-            named = {document.link(rel) for document in documents} - {None}
+            named = {link for document in documents if (link := document.link(rel)) is not None}
             if len(named) > 1:
                 names = ", ".join(sorted(named))
                 self._problem(self.chain[0], f"paged.{rel}",
@@ -161,9 +162,9 @@ class PagedChecker(Checker):
 
     # Per document -------------------------------------------------------------------
 
-    def _check_document(self, page: Page) -> None:
-        super()._check_document(page)
-        if not any(page.document.link(rel) for rel in PAGED_RELS):
+    def _check_document(self, page: Page, document: AtomDocument) -> None:
+        super()._check_document(page, document)
+        if not any(document.link(rel) for rel in PAGED_RELS):
             self._problem(page.url, "paged.links",
                           "a paged feed document without first, last, next or previous links")
 

@@ -89,8 +89,8 @@ class RssChecker(Checker):
     def parse(self, body: bytes, url: str, *, base: str) -> AtomDocument:
         return parse_rss_document(body, url, base=base)
 
-    def _check_document(self, page: Page) -> None:
-        document, url = page.document, page.url
+    def _check_document(self, page: Page, document: AtomDocument) -> None:
+        url = page.url
         root = document.root
         channel = root.find("channel")
         if root.get("version") != "2.0":
@@ -105,7 +105,7 @@ class RssChecker(Checker):
                 self._problem(url, "rss.date", f"the channel's {name} is not an RFC 822 date")
         for number, item in enumerate(channel.iterfind("item"), 1):
             self._check_item(url, item, number, document.updated)
-        self._check_navigation(page)
+        self._check_navigation(page, document)
 
     def _check_item(self, url: str, item: etree._Element, number: int,
                     built: datetime | None) -> None:
@@ -128,8 +128,8 @@ class RssChecker(Checker):
             elif built is not None and published > built:
                 self._problem(url, "rss.date", f"{label} is newer than the lastBuildDate")
 
-    def _check_navigation(self, page: Page) -> None:
-        document, url = page.document, page.url
+    def _check_navigation(self, page: Page, document: AtomDocument) -> None:
+        url = page.url
         selves = document.links.get("self", [])
         if selves != [url] and selves != [page.response.url]:
             self._problem(url, "rss.self", f"self links {selves or 'missing'}; one naming "

@@ -131,11 +131,11 @@ def run_harvest(options: dict[str, Any], *, stdout: Lines, stderr: Lines) -> int
         stderr.write(f"cannot write {output}: {error}")
         return 2
     summary = result.summary
-    oai = isinstance(result, OaiHarvestResult)
+    oai = result if isinstance(result, OaiHarvestResult) else None
     if options["summary_json"]:
-        stderr.write(json.dumps({**summary.as_dict(), **(result.details if oai else {}),
+        stderr.write(json.dumps({**summary.as_dict(), **(oai.details if oai else {}),
                                  "warnings": result.warnings}))
-    elif oai:
+    elif oai is not None:
         stderr.write(
             f"{counted(summary.requests, 'request')} "
             f"({counted(summary.pages_fetched, 'response')}), {summary.bytes:,} bytes, "
@@ -143,8 +143,8 @@ def run_harvest(options: dict[str, Any], *, stdout: Lines, stderr: Lines) -> int
             f"({counted(summary.deletions, 'deletion')}), "
             f"{counted(summary.records_changed, 'record')} changed, "
             f"{counted(summary.live_records, 'live record')}; "
-            + (f"from {result.sent_from}" if result.sent_from else "a whole harvest")
-            + (f", the next from {result.next_from}" if result.complete and result.next_from
+            + (f"from {oai.sent_from}" if oai.sent_from else "a whole harvest")
+            + (f", the next from {oai.next_from}" if oai.complete and oai.next_from
                else "")
             + ("" if result.complete else "; INCOMPLETE: see the warnings above")
         )

@@ -68,6 +68,7 @@ def harvest(url: str, *, state_path: str | os.PathLike | None = None,
         if kind != OAI_PMH and (metadata_prefix is not None or set_spec is not None):
             raise HarvestFailed(f"a metadata prefix and a set are for OAI-PMH only; {url} "
                                 f"is harvested as {kind}")
+        state: OaiState | LinkedState | HarvestState
         if kind == OAI_PMH:
             state = OaiState(db)
             result = OaiHarvester(

@@ -150,7 +150,7 @@ def _skip(text: str, at: int, characters: str) -> int:
 
 def _parameters(text: str, at: int) -> tuple[list[tuple[str, str]], int]:
     """RFC 8288 B.3: the `; name=value` parameters from `at`, and where they end."""
-    parameters = []
+    parameters: list[tuple[str, str]] = []
     while True:
         at = _skip(text, at, _OWS)
         if at >= len(text) or text[at] != ";":
@@ -304,9 +304,12 @@ class _WatchedHTTPSConnection(http.client.HTTPSConnection):
 
     def connect(self) -> None:
         http.client.HTTPConnection.connect(self)
-        self.sock = self._context.wrap_socket(
-            self.sock, server_hostname=self._tunnel_host or self.host,
-            do_handshake_on_connect=False)
+        # HTTPSConnection.connect's own steps, on the private attributes it keeps (typeshed
+        # leaves them out).
+        context = self._context  # type: ignore[attr-defined]
+        tunnel_host = self._tunnel_host  # type: ignore[attr-defined]
+        self.sock = context.wrap_socket(self.sock, server_hostname=tunnel_host or self.host,
+                                        do_handshake_on_connect=False)
         self.deadline.watch(self.sock)  # before the handshake, which can be trickled too
         self.sock.do_handshake()
 
@@ -327,9 +330,12 @@ class _WatchedHTTPSHandler(urllib.request.HTTPSHandler):
         self.client = client
 
     def https_open(self, req):
+        # The handler's TLS context, a private attribute as in HTTPSHandler.https_open
+        # (typeshed leaves it out).
+        context = self._context  # type: ignore[attr-defined]
         return self.do_open(
             partial(_WatchedHTTPSConnection, deadline=self.client.fetch_deadline), req,
-            context=self._context)
+            context=context)
 
 
 class HttpClient:

@@ -10,12 +10,12 @@ import json
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from email.message import EmailMessage
+from email.message import EmailMessage, MIMEPart
 from email.parser import BytesParser
 from email.policy import HTTP, EmailPolicy
 from email.utils import parsedate_to_datetime
 from functools import cached_property, lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 from .atom import parse_timestamp
@@ -131,7 +131,9 @@ def parse_entities(body: bytes, content_type: str) -> list[Entity]:
     if not content_type.strip().lower().startswith("multipart/"):
         raise PageError(f"Content-Type is {content_type or 'missing'}, not multipart/*")
     head = f"Content-Type: {content_type}\r\n\r\n".encode("latin-1", "replace")
-    message = BytesParser(policy=_POLICY).parsebytes(head + body)
+    # An EmailPolicy's parser builds EmailMessages; the stubs type a subclass of it as a
+    # policy for plain Messages.
+    message = cast(EmailMessage, BytesParser(policy=_POLICY).parsebytes(head + body))
     boundary = message.get_boundary()
     if boundary is None:
         raise PageError("the multipart Content-Type has no boundary")
@@ -146,10 +148,10 @@ def parse_entities(body: bytes, content_type: str) -> list[Entity]:
     return [_entity(part) for part in message.iter_parts()]
 
 
-def _entity(part: EmailMessage) -> Entity:
-    body = b"" if part.is_multipart() else part.get_payload(decode=True)
+def _entity(part: MIMEPart) -> Entity:
+    body = None if part.is_multipart() else part.get_payload(decode=True)
     # Headers as sent (raw_items), not as parsed: HTTP headers know no RFC 2047 words.
-    return Entity(tuple(part.raw_items()), body or b"")
+    return Entity(tuple(part.raw_items()), body if isinstance(body, bytes) else b"")
 
 
 def parse_page(response: Response) -> Page:
@@ -186,7 +188,8 @@ def parse_index(response: Response) -> SnapshotIndex:
     if created is None or not isinstance(pages, list) or "id" not in index \
             or not all(isinstance(page, str) for page in pages):
         raise PageError("the snapshot index lacks id, a createdAt date-time or its pages")
-    hints = index.get("feed") if isinstance(index.get("feed"), dict) else {}
+    feed = index.get("feed")
+    hints = feed if isinstance(feed, dict) else {}
     resume_page, resume_after = hints.get("resumePage"), hints.get("resumeAfterContentId")
     return SnapshotIndex(
         url=response.url, id=str(index["id"]), created=created,

@@ -135,15 +135,19 @@ def from_argument(response_date: str, granularity: str | None) -> str:
 # Records ---------------------------------------------------------------------------------
 
 def _text(element: etree._Element | None) -> str | None:
-    return None if element is None else "".join(element.itertext()).strip()
+    return None if element is None else _all_text(element)
+
+
+def _all_text(element: etree._Element) -> str:
+    return "".join(element.itertext()).strip()
 
 
 def record_row(record: etree._Element, source: str) -> tuple[str, bool, dict[str, Any]]:
     """(identifier, deleted, the record as written out) of a ListRecords <record>."""
     header = record.find(f"{OAI}header")
-    if header is None or not _text(header.find(f"{OAI}identifier")):
+    identifier = None if header is None else _text(header.find(f"{OAI}identifier"))
+    if header is None or not identifier:
         raise OaiError("a record without a header identifier")
-    identifier = _text(header.find(f"{OAI}identifier"))
     deleted = header.get("status") == "deleted"
     row: dict[str, Any] = {
         "id": identifier, "updated": _text(header.find(f"{OAI}datestamp")) or "",
@@ -168,7 +172,7 @@ def _dublin_core(dc: etree._Element) -> dict[str, Any]:
     fields: dict[str, list[str]] = {}
     for element in dc.iterchildren(etree.Element):
         if element.tag.startswith(DC):
-            fields.setdefault(element.tag[len(DC):], []).append(_text(element))
+            fields.setdefault(element.tag[len(DC):], []).append(_all_text(element))
     hrefs = [value for value in fields.get("identifier", [])
              if value.lower().startswith(("http://", "https://"))]
     return {"title": fields.get("title", [""])[0],
@@ -368,21 +372,25 @@ class OaiHarvester(HarvestRun):
             except OaiError as error:
                 if error.code == "noRecordsMatch" and first:  # nothing changed
                     return error.response_date
-                return self._stopped(str(error), first)
+                self._stopped(str(error), first)
+                return None
             except FetchError as error:
-                return self._stopped(str(error), first)
+                self._stopped(str(error), first)
+                return None
             if first:
                 since = answer.response_date
             first = False
             try:
                 self._apply(answer.verb, base)
             except OaiError as error:
-                return self._stopped(f"{base}: {error}", False)
+                self._stopped(f"{base}: {error}", False)
+                return None
             token = (answer.verb.findtext(f"{OAI}resumptionToken") or "").strip()
             if not token:
                 return since
             if token in tokens_seen:
-                return self._stopped(f"loop: the resumptionToken {token!r} came twice", False)
+                self._stopped(f"loop: the resumptionToken {token!r} came twice", False)
+                return None
             tokens_seen.add(token)
 
     def _stopped(self, message: str, first: bool) -> None:

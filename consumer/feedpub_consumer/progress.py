@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Protocol, TextIO
+from typing import Any, Protocol
 
 from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
@@ -22,7 +22,9 @@ class Lines(Protocol):
     """Where a command prints lines: Django's OutputWrapper, or the consumer tools' own
     (consumer/feedpub_consumer/cli.py); `_out` is the stream beneath, which a bar writes to."""
 
-    _out: TextIO
+    # A TextIO, typed Any: django-stubs leave OutputWrapper's `_out` out, and give every
+    # attribute they do not name the type of the stream's methods (its __getattr__).
+    _out: Any
 
     def write(self, msg: str = "", style_func=None, ending: str | None = None) -> None: ...
 
