@@ -165,7 +165,7 @@ def _subschemas(schema: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 # not a refusal: a catalogue may mean a property apart, and schemas set before stay valid).
 RECORD_OWN_NAMES = ("key", *RECORD_FIELDS, "deleted")
 # Of those, the text ones, which an import's column fills into a property of the same name
-# too (archives.management.importing.SHARED_COLUMNS): the natural CSV of such a schema works.
+# too (archives.management.csvcolumns.SHARED_COLUMNS): the natural CSV of such a schema works.
 RECORD_TEXT_NAMES = ("key", *(name for name, kind in RECORD_FIELD_TYPES.items() if kind is str))
 
 
