@@ -7,7 +7,7 @@ For each width, a CSV of a header of that many columns (`key`, `title`, then `p1
 and one record (its first property filled, the rest empty) is checked by a dry run
 (`import_records(dry_run=True)`) into a feed without a schema, which reads the header,
 checks it and the record, and writes nothing: no database is needed. A width past the
-limit (importing.MAX_COLUMNS) shows what its refusal costs. Prints the seconds each width
+limit (csvcolumns.MAX_COLUMNS) shows what its refusal costs. Prints the seconds each width
 took, and its ratio to the narrowest, against the ratio of the widths (linear: the two grow
 alike).
 """

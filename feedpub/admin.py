@@ -1,4 +1,4 @@
-"""The admin site itself (not what it administers, which is archives/admin.py): named by
+"""The admin site itself (not what it administers, which is archives/admin/): named by
 FEEDPUB_ADMIN_TITLE, as a team calls its catalogue, with feedpub's release and commit in every
 page's footer (templates/admin/base_site.html), so a screenshot says which release it shows."""
 

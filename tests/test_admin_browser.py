@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import User
 
-from archives.admin import feed_label
+from archives.admin.helpers import feed_label
 from archives.log import publishing
 from archives.models import Feed, Record
 

@@ -9,8 +9,8 @@ import json
 import pytest
 from lxml import html
 
-from archives import admin as feedpub_admin
 from archives import validation
+from archives.admin import widgets
 from archives.documents import urls
 from archives.log import publishing
 from archives.models import Entry, Feed, Record, RecordSchema
@@ -357,7 +357,7 @@ def test_form_schema_says_what_the_widget_reads_otherwise_and_nothing_more():
         "$defs": {"place": {"properties": {"city": {"type": "string",
                                                     "description": "A city."}}}}}
 
-    drawn = feedpub_admin.form_schema(schema)
+    drawn = widgets.form_schema(schema)
 
     assert drawn["type"] == "object"
     properties = drawn["properties"]
@@ -387,7 +387,7 @@ def test_form_schema_says_what_the_widget_reads_otherwise_and_nothing_more():
 def test_form_schema_leaves_the_json_box_where_the_widget_cannot_draw(schema):
     validation.check_record_schema(schema)  # a schema the write path takes
 
-    assert feedpub_admin.form_schema(schema) is None
+    assert widgets.form_schema(schema) is None
 
 
 def test_inputs_left_empty_are_properties_left_out(admin_client, paper):
@@ -410,7 +410,7 @@ def test_a_required_input_left_empty_is_said_missing(admin_client, paper):
 
 
 def test_input_errors_places_each_message_at_its_input():
-    placed = feedpub_admin.input_errors([
+    placed = widgets.input_errors([
         "metadata.creators[0].name: 7 is not of type 'string'",
         'metadata["a name"][2]: too long',
         "metadata.creators[0].name: another",
@@ -465,8 +465,8 @@ def test_an_input_is_named_by_the_labels_the_drawn_form_shows():
             "place_of_publication": {"type": "string"},
             "extra": {"type": "object", "additionalProperties": {"type": "string"}}}}
 
-    assert feedpub_admin.input_label(schema, ["authors", 0, "family_name"]) == (
+    assert widgets.input_label(schema, ["authors", 0, "family_name"]) == (
         "Authors › item 1 › Family name")
-    assert feedpub_admin.input_label(schema, ["place_of_publication"]) == (
+    assert widgets.input_label(schema, ["place_of_publication"]) == (
         "Place of publication")
-    assert feedpub_admin.input_label(schema, ["extra", "ISBN_13"]) == "Extra › ISBN_13"
+    assert widgets.input_label(schema, ["extra", "ISBN_13"]) == "Extra › ISBN_13"

@@ -9,7 +9,7 @@ fail instead (tests/external.py).
 
 from __future__ import annotations
 
-from archives.admin import feed_label
+from archives.admin.helpers import feed_label
 from archives.documents import urls
 from archives.log import publishing
 from archives.models import Entry, Feed, Record

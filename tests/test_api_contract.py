@@ -437,7 +437,7 @@ def test_the_href_pattern_agrees_with_the_rule_on_strings_made_of_hard_character
     draw = random.Random(30)
     for _ in range(3000):
         href = "".join(draw.choice(pieces) for _ in range(draw.randint(1, 6)))
-        assert pattern.is_valid(href) == validation._is_absolute_uri(href), repr(href)
+        assert pattern.is_valid(href) == validation.records._is_absolute_uri(href), repr(href)
 
 
 @pytest.mark.parametrize("text", [
@@ -462,7 +462,7 @@ def test_a_lone_surrogate_is_refused_and_no_schema_string_holds_one(schema, api)
     FeedFactory(slug="books")
     for text in ("\ud800", "a\udfff"):
         assert validation.xml_problem(text)
-        assert not validation._is_absolute_uri("https://e.org/" + text)
+        assert not validation.records._is_absolute_uri("https://e.org/" + text)
     body = '{"title": "One", "metadata": {"x": "\\ud800"}}'
     response = api.generic("PUT", url("k1"), body, content_type="application/json")
     assert refused(response, "metadata")

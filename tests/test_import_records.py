@@ -9,7 +9,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from archives.management import importing
-from archives.management.importing import MAX_COLUMNS
+from archives.management.csvcolumns import MAX_COLUMNS
 from archives.models import Entry, Record
 
 from .factories import FeedFactory, record_data

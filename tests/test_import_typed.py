@@ -12,7 +12,7 @@ from referencing import Registry
 from referencing.jsonschema import DRAFT202012
 
 from archives.log import publishing
-from archives.management.importing import CellType, cell_type
+from archives.management.csvcolumns import CellType, cell_type
 from archives.models import Record
 
 from .factories import FeedFactory

@@ -398,7 +398,7 @@ def test_every_href_the_rule_takes_urlsplit_reads_as_that_kind_of_uri(href):
 
     from archives import validation
 
-    if not validation._is_absolute_uri(href):
+    if not validation.records._is_absolute_uri(href):
         return
     parts = urlsplit(href)
     assert parts.scheme.lower() in validation.LINK_SCHEMES

@@ -144,7 +144,7 @@ ROOT = [OpenApiExample("The roots", response_only=True, value={
     "docs": f"{BASE}/api/schema/swagger-ui/"})]
 
 def _refusal(check, *args) -> dict[str, list[str]]:
-    """What a rule of archives/validation.py says when it refuses `args`: the examples quote
+    """What a rule of archives/validation says when it refuses `args`: the examples quote
     the rules' own messages rather than a copy of them."""
     try:
         check(*args)

@@ -18,7 +18,6 @@ force with `rel="describedby"`.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -28,13 +27,11 @@ from jsonschema_rs import Draft202012Validator
 from . import schemabounds
 from .http import FetchError, HttpClient, RunLimitReached
 from .progress import counted
+from .schemacheck import SCHEMA_DIALECT, is_draft_2020_12, mismatches, shorter
 
-SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 ACCEPT_SCHEMA = "application/schema+json, application/json;q=0.9, */*;q=0.1"
 SCHEMA_TYPE = "application/schema+json"  # the type a describedby link to one names
 MAX_RECORD_ERRORS = 5  # places named per record: one problem line each record
-MAX_MESSAGE = 300  # a message quotes the value it refuses, which may be a whole object
-PLAIN_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*", re.ASCII)
 
 
 class NotASchema(Exception):
@@ -43,13 +40,13 @@ class NotASchema(Exception):
 
 def compile_schema(schema: Any, url: str) -> Draft202012Validator:
     """The validator of `schema` (read from `url`); NotASchema saying why it is not one.
-    Compiled as feedpub's server compiles a record schema (archives/validation.py,
-    compile_schema), so that the two agree on every record: the same validator, every
-    draft 2020-12 format checked, and nothing fetched (a $ref must resolve inside it)."""
+    Compiled as feedpub's server compiles a record schema (schemabounds.compile_validator),
+    and its records' mismatches named as the server names them (schemacheck.mismatches), so
+    that the two agree on every record: the same validator, every draft 2020-12 format
+    checked, and nothing fetched (a $ref must resolve inside it)."""
     if isinstance(schema, dict):
-        dialect = schema.get("$schema", SCHEMA_DIALECT)
-        if not isinstance(dialect, str) or dialect.rstrip("#") != SCHEMA_DIALECT:
-            raise NotASchema(f"its $schema is {dialect!r}, not {SCHEMA_DIALECT}")
+        if not is_draft_2020_12(schema):
+            raise NotASchema(f"its $schema is {schema['$schema']!r}, not {SCHEMA_DIALECT}")
     elif not isinstance(schema, bool):
         raise NotASchema(f"a JSON {type(schema).__name__}, not a schema (an object)")
     try:
@@ -59,36 +56,6 @@ def compile_schema(schema: Any, url: str) -> Draft202012Validator:
         raise NotASchema(f"at {where}: {shorter(error.message.splitlines()[0])}") from None
     except (jsonschema_rs.ReferencingError, ValueError, RecursionError) as error:
         raise NotASchema(shorter(str(error).splitlines()[0])) from None
-
-
-def metadata_path(path: Any) -> str:
-    """A place in a record's metadata as a person reads it: `metadata.creators[0].name`
-    (as archives/validation.py writes it on the server)."""
-    text = "metadata"
-    for step in path:
-        if isinstance(step, int):
-            text += f"[{step}]"
-        elif PLAIN_NAME_RE.fullmatch(step):
-            text += f".{step}"
-        else:
-            text += f"[{json.dumps(step, ensure_ascii=False)}]"
-    return text
-
-
-def shorter(message: str) -> str:
-    return message if len(message) <= MAX_MESSAGE else message[:MAX_MESSAGE - 1] + "\u2026"
-
-
-def mismatches(validator: Draft202012Validator, metadata: Any, *,
-               steps: int = schemabounds.MAX_SCHEMA_STEPS) -> list[str]:
-    """Where `metadata` does not match, each as `metadata.path: why`; [] when it matches.
-    (`steps`: the schema's, schemabounds.check_schema: what a report of its errors costs.)"""
-    if validator.is_valid(metadata):
-        return []
-    found = schemabounds.errors(validator, metadata, steps=steps)
-    if not found:
-        return [schemabounds.UNREPORTED_MISMATCH]
-    return [f"{metadata_path(path)}: {shorter(message)}" for path, message in found]
 
 
 class RecordSchemas:

@@ -45,8 +45,8 @@ class Command(BaseCommand):
             raise CommandError(f"--batch-size must be 1 to {MAX_BATCH_OPERATIONS}")
         try:
             size = os.path.getsize(file)
-            with progress_bar(self.stderr, progress, desc=feed, unit="B", unit_scale=True,
-                              total=size) as bar:
+            with progress_bar(self.stderr, progress,
+                              desc=feed, unit="B", unit_scale=True, total=size) as bar:
                 done = importing.import_records(
                     feed=found, path=file, file_format=file_format, batch_size=batch_size,
                     dry_run=dry_run, missing_ok=missing_ok, on_bytes=bar.update)
