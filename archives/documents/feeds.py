@@ -16,6 +16,7 @@ from django.conf import settings
 
 from archives.db import fastsql
 from archives.db.heads import heads
+from archives.db.rows import ENTRY_ROW
 from archives.models import ArchivePage, Entry, Feed
 
 from . import atom, base, rss, urls
@@ -315,16 +316,18 @@ class CompleteDocument(FeedDocument):
         while True:
             # Deleted records are read only if deleted after the cut (maybe live at it).
             batch = fastsql.live_records(feed, cut_updated, after_key=after, limit=self.chunk)
-            for pk, key, title, summary, links, updated in batch:
-                if updated <= cut_updated:
+            for record in batch:
+                if record.updated <= cut_updated:
                     # (metadata and created are not shown in an entry)
-                    yield atom.EntryRow(0, LIVE, updated, title, summary, links, key, None,
-                                        updated, None)
-                elif (row := _as_of(pk, cut)) is not None:
+                    yield atom.EntryRow(seq=0, kind=LIVE, updated=record.updated,
+                                        title=record.title, summary=record.summary,
+                                        links=record.links, key=record.key, metadata=None,
+                                        created=record.updated)
+                elif (row := _as_of(record.id, cut)) is not None:
                     yield row
             if len(batch) < self.chunk:
                 return
-            after = batch[-1][1]
+            after = batch[-1].key
 
 
 LIVE = Entry.Kind.UPDATE  # any kind but a deletion renders as an active entry
@@ -333,11 +336,12 @@ LIVE = Entry.Kind.UPDATE  # any kind but a deletion renders as an active entry
 def _as_of(record_id: int, seq: int) -> atom.EntryRow | None:
     """A record as its newest entry at or before `seq` left it; None if it did not exist
     then or was deleted."""
-    row = (Entry.objects.filter(record_id=record_id, seq__lte=seq)  # by (record, seq)
-           .order_by("-seq").values_list(*atom.ENTRY_ROW_COLUMNS).first())
-    if row is None or row[1] == Entry.Kind.DELETE:
+    values = (Entry.objects.filter(record_id=record_id, seq__lte=seq)  # by (record, seq)
+              .order_by("-seq").values_list(*ENTRY_ROW.orm_names)[:1])
+    row = next(iter(ENTRY_ROW.from_values(values)), None)
+    if row is None or row.kind == Entry.Kind.DELETE:
         return None
-    return atom.EntryRow._make(row)
+    return row
 
 
 class PagedFeedDocument(SubscriptionDocument):

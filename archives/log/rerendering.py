@@ -40,6 +40,7 @@ from django.utils import timezone
 from lxml import etree
 
 from archives.db.heads import announce
+from archives.db.rows import ENTRY_ROW
 from archives.documents import atom, base, linkedpages, urls
 from archives.documents.feeds import ArchiveDocument, RssArchiveDocument
 from archives.models import ArchivePage, Entry, Feed, Record, SnapshotPage
@@ -211,9 +212,9 @@ class _Pages:
         seqs = [linkedpages.entry_seq(part) for part in parts]
         # (The range lets the (feed, seq) index find them: IN alone made PostgreSQL read
         # every entry of the feed.)
-        rows = {row[0]: atom.EntryRow._make(row) for row in Entry.objects.filter(
+        rows = {row.seq: row for row in ENTRY_ROW.from_values(Entry.objects.filter(
             feed=feed, seq__range=(min(seqs), max(seqs)), seq__in=seqs).order_by()
-            .values_list(*atom.ENTRY_ROW_COLUMNS)}
+            .values_list(*ENTRY_ROW.orm_names))}
         first = rows.get(seqs[0])
         old_base = first and _base_of(linkedpages.location_of(parts[0]),
                                       record_path + quote(first.key, safe=""))
