@@ -132,8 +132,10 @@ _ENTRY_FEED, _ENTRY_RECORD = Entry._meta.get_field("feed"), Entry._meta.get_fiel
 
 def new_record(feed: Feed, key: str) -> Record:
     """A record not yet stored: the write that creates it sets its state."""
-    record = Record(*RecordValues(feed_id=feed.pk, key=key, title="", summary="",
-                                  metadata={}, links=[]))
+    values = RecordValues(feed_id=feed.pk, key=key, title="", summary="", metadata={},
+                          links=[])
+    # (django-stubs types Model(*values) as if `values` were its first field)
+    record = Record(*values)  # type: ignore[misc]
     _RECORD_FEED.set_cached_value(record, feed)
     return record
 
@@ -142,9 +144,10 @@ def new_entry(feed: Feed, seq: int, record: Record, kind: str, updated: datetime
               summary: str, links: list, metadata: dict | None,
               schema_version: int | None) -> Entry:
     """The entry of a change to `record` (whose id it takes when it is stored)."""
-    entry = Entry(*EntryValues(feed_id=feed.pk, seq=seq, record_id=record.pk, kind=kind,
-                               updated=updated, title=title, summary=summary, links=links,
-                               metadata=metadata, schema_version=schema_version))
+    values = EntryValues(feed_id=feed.pk, seq=seq, record_id=record.pk, kind=kind,
+                         updated=updated, title=title, summary=summary, links=links,
+                         metadata=metadata, schema_version=schema_version)
+    entry = Entry(*values)  # type: ignore[misc]  # (as in new_record)
     _ENTRY_FEED.set_cached_value(entry, feed)
     _ENTRY_RECORD.set_cached_value(entry, record)
     return entry

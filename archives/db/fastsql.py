@@ -114,10 +114,9 @@ def insert(model: type[models.Model], objects: Sequence[models.Model],
     `columns` (large bytea values go as they are, not escaped into text), with the types
     the model's fields say; elsewhere by bulk_create."""
     if not can_copy():
-        model.objects.bulk_create(objects)
+        model._default_manager.bulk_create(objects)
         return
-    types = [model._meta.get_field(column).db_type(connection).split("(")[0]
-             for column in columns]  # varchar(80) -> varchar: what COPY needs to know
+    types = [_type_name(_field(model, column)) for column in columns]
     copy_rows(model, columns, ([getattr(row, column) for column in columns] for row in objects),
               binary_types=types)
 
@@ -133,7 +132,7 @@ def reserve_ids(model: type[models.Model], count: int) -> list[int]:
     with connection.cursor() as cursor:
         cursor.execute("SELECT nextval(pg_get_serial_sequence(%s, %s)) "
                        "FROM generate_series(1, %s)",
-                       [model._meta.db_table, model._meta.pk.column, count])
+                       [model._meta.db_table, _column(_primary_key(model)), count])
         return [pk for pk, in cursor.fetchall()]
 
 
@@ -149,11 +148,9 @@ def update_rows(model: type[models.Model], columns: Sequence[str],
     if not rows:
         return
     quote = connection.ops.quote_name
-    fields = [model._meta.pk, *(model._meta.get_field(column) for column in columns)]
-    # varchar(80) -> varchar: a cast needs no length
-    row = "(" + ", ".join(f"%s::{field.db_type(connection).split('(')[0]}"
-                          for field in fields) + ")"
-    names = [quote(field.column) for field in fields]
+    fields = [_primary_key(model), *(_field(model, column) for column in columns)]
+    row = "(" + ", ".join(f"%s::{_type_name(field)}" for field in fields) + ")"
+    names = [quote(_column(field)) for field in fields]
     sql = (f"UPDATE {quote(model._meta.db_table)} AS t SET "  # noqa: S608
            + ", ".join(f"{name} = v.{name}" for name in names[1:])
            + f" FROM (VALUES {', '.join([row] * len(rows))}) AS v ({', '.join(names)})"
@@ -175,10 +172,38 @@ def insert_rows(model: type[models.Model], columns: Sequence[str], rows: Sequenc
     sql = (f"INSERT INTO {quote(model._meta.db_table)} "  # noqa: S608
            f"({', '.join(map(quote, columns))}) VALUES {', '.join([row] * len(rows))}")
     if returning_id:
-        sql += f" RETURNING {quote(model._meta.pk.column)}"
+        sql += f" RETURNING {quote(_column(_primary_key(model)))}"
     with connection.cursor() as cursor:
         cursor.execute(sql, [value for values in rows for value in values])
         return [pk for pk, in cursor.fetchall()] if returning_id else []
+
+
+def _field(model: type[models.Model], name: str) -> models.Field:
+    field = model._meta.get_field(name)
+    if not isinstance(field, models.Field):
+        raise TypeError(f"{model.__name__}.{name} is a relation, not a column")
+    return field
+
+
+def _primary_key(model: type[models.Model]) -> models.Field:
+    if model._meta.pk is None:
+        raise TypeError(f"{model.__name__} has no primary key")
+    return model._meta.pk
+
+
+def _column(field: models.Field) -> str:
+    if field.column is None:
+        raise TypeError(f"{field} has no column")
+    return field.column
+
+
+def _type_name(field: models.Field) -> str:
+    """The column's type without its length (varchar(80) -> varchar): what COPY and a cast
+    need to know."""
+    db_type = field.db_type(connection)
+    if db_type is None:
+        raise TypeError(f"{field} has no column")
+    return db_type.split("(")[0]
 
 
 def can_copy() -> bool:
@@ -323,10 +348,15 @@ def page_bodies(ids: list[int]) -> dict[int, tuple[bytes, bytes | None, bytes | 
     a page's three bodies as ~300 KB of hex, decoded in Python)."""
     if not ids:
         return {}
+    rows: Iterable[tuple[Any, ...]]
     if connection.vendor != "postgresql":
         rows = ArchivePage.objects.filter(pk__in=ids).values_list(*PAGE_BODY_COLUMNS)
     else:
         with psycopg_internals.binary_cursor(connection) as cursor:
             rows = cursor.execute(PAGE_BODIES_SQL, [ids], binary=True).fetchall()
-    return {pk: tuple(None if body is None else bytes(body) for body in bodies)
-            for pk, *bodies in rows}
+    return {pk: (bytes(body), _bytes(rss), _bytes(multipart))
+            for pk, body, rss, multipart in rows}
+
+
+def _bytes(value: bytes | memoryview | None) -> bytes | None:
+    return None if value is None else bytes(value)

@@ -145,7 +145,7 @@ class Shape(Generic[Row]):
         make = self._make if not head else self._make_head
         if not conversions:
             return list(map(make, rows))
-        converted = []
+        converted: list[Row] = []
         append = converted.append
         for fetched in rows:
             row = list(fetched)
@@ -176,7 +176,9 @@ OAI_ITEM = Shape(OaiItem)
 # jsonb as PostgreSQL writes it is one JSON value with no space around it, which the json
 # module's scanner (C) reads alone: json.loads adds checks in Python around the same call,
 # ~2.6 against ~0.8 us for a record's small values (sealing decodes two an entry).
-_scan_json = json.scanner.make_scanner(json.JSONDecoder())
+# (typeshed types make_scanner's context as a make_scanner; it is the decoder whose settings
+# it reads)
+_scan_json = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
 
 
 def _jsonb(text: str) -> Any:

@@ -66,8 +66,9 @@ class SubscriptionDocument(FeedDocument):
     # The feed's columns its bytes show: with content_updated, its ETag's inputs. (The
     # entries sealed_seq+1..last_seq never change once written, so their range stands
     # for them.)
-    shown = ("uuid", "slug", "title", "subtitle", "author", "language", "page_size",
-             "sealed_pages", "last_seq", "schema_version")
+    shown: tuple[str, ...] = (
+        "uuid", "slug", "title", "subtitle", "author", "language", "page_size", "sealed_pages",
+        "last_seq", "schema_version")
 
     @cached_property
     def _etag(self) -> str:
@@ -217,6 +218,7 @@ class RssArchiveDocument(FrozenDocument):
         self.slug, self.number, self.has_next = slug, number, has_next
         self._body, self._modified, self.frozen = body, modified, frozen
         self.final = has_next and frozen
+        self.exported_as_file = frozen  # a twin rendered per request is nobody's file yet
         self._content_etag = bytes_etag(body)
 
     @classmethod
@@ -229,7 +231,7 @@ class RssArchiveDocument(FrozenDocument):
         stored = ArchivePage.objects.select_related("feed").defer("body", "multipart").get(
             feed__slug=slug, number=number)
         frozen = stored.rss is not None
-        body = bytes(stored.rss) if frozen else cls.render_unfrozen(stored)
+        body = cls.render_unfrozen(stored) if stored.rss is None else bytes(stored.rss)
         page = cls(slug, number, body=body, has_next=stored.has_next, modified=stored.modified,
                    frozen=frozen, read_at=read_at)
         if page.final and page.last_modified() is not None:
@@ -252,10 +254,6 @@ class RssArchiveDocument(FrozenDocument):
     def link_next(slug: str, number: int, body: bytes) -> bytes:
         """The twin's bytes once it has its next-archive link."""
         return rss.add_next_archive(body, urls.rss_archive_url(slug, number + 1))
-
-    @property
-    def exported_as_file(self) -> bool:
-        return self.frozen  # a twin rendered per request is nobody's file yet
 
     def last_modified(self) -> int | None:
         return super().last_modified() if self.frozen else None
@@ -309,9 +307,9 @@ class CompleteDocument(FeedDocument):
 
     def _live_rows(self) -> Iterator[atom.EntryRow]:
         feed = self.feed
-        if not feed.last_seq:
-            return
         cut, cut_updated = feed.last_seq, feed.last_updated
+        if not cut or cut_updated is None:  # (a feed with an entry has both)
+            return
         after = None
         while True:
             # Deleted records are read only if deleted after the cut (maybe live at it).

@@ -178,14 +178,15 @@ class _SchemaChange:
 def _refuse_breaking(checker, records) -> None:
     """SchemaConflict if any live record of `records` does not match the schema, naming how
     many do not and the first of them by key."""
-    failing, first = 0, None
+    failing = 0
+    first: tuple[str, list[str]] | None = None
     live = records.filter(deleted_at__isnull=True).order_by("key")
     for key, metadata in live.values_list("key", "metadata").iterator(chunk_size=2000):
         errors = checker.errors(metadata)
         if errors:
             failing += 1
             first = first or (key, errors)
-    if failing:
+    if first is not None:
         key, errors = first
         raise SchemaConflict({"record_schema": [
             f"{failing} live record(s) do not match this schema; the first, {key!r}: "

@@ -169,7 +169,9 @@ def record_page(state: ListState, *, safe: SafePoint, with_metadata: bool) -> Pa
     # completeListSize: counted once, when the list begins (by the (feed, datestamp, id)
     # or the (datestamp, id) index); the token carries it on.
     size = state.size or _matching(feed_id, state).count()
-    after = None if state.after is None else (state.after.datestamp, state.after.id)
+    # (A record list's position; ListSets' is a feed id.)
+    after = ((state.after.datestamp, state.after.id) if isinstance(state.after, Position)
+             else None)
     rows = fastsql.oai_records(feed_id=feed_id, start=state.start, end=state.end, after=after,
                                content=with_metadata, limit=page_size + 1)
     if not rows:
