@@ -12,14 +12,16 @@
   records).
 - `live_records`: the complete feed's records, a batch a query, without the ORM's
   per-row costs.
-- Each reader's rows have one shape, declared in archives/db/rows.py: its SELECT list and
-  the conversion of its rows (per database) come from there.
 - `page_bodies`: sealed pages' bodies for their export, in binary: 7 x faster than the
   hex text in which bytea otherwise comes back (archives/storage/export.py).
 - `entry_rows`: a range of a feed's entries, for every document that shows them (sealing
   reads each entry once), without the ORM's per-row costs.
 - `oai_records`: a page of records in (datestamp, id) order, for OAI-PMH's lists
   (archives/oai/repository.py), without the ORM's per-row and compiling costs.
+
+The rows of `live_records`, `entry_rows` and `oai_records` each have one shape, declared in
+archives/db/rows.py: their SELECT lists and the conversion of their rows (per database)
+come from it.
 
 What these reach of Django's and psycopg's insides (the ORM's compiler, the psycopg cursor
 beneath Django's) is in archives/db/django_internals.py and psycopg_internals.py.
