@@ -8,7 +8,7 @@ written here without a change.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from operator import attrgetter
 from typing import Any
@@ -20,8 +20,7 @@ from archives.db.rows import (
     CHANGED_RECORD_COLUMNS,
     ENTRY_COLUMNS,
     RECORD_COLUMNS,
-    EntryValues,
-    RecordValues,
+    positional,
 )
 from archives.models import Entry, Feed, Record
 
@@ -51,25 +50,36 @@ class JsonOnce:
 
 
 class _Rows:
-    """An instance's values for `columns`, as COPY and VALUES take them (JSON as text)."""
+    """An instance's values for `columns`, as COPY and VALUES take them (JSON as text), in
+    the order of `self.columns`: the JSON columns last, so that a row is two C calls and
+    the encoding of its JSON values (`read_as`: a column read from another attribute)."""
 
     def __init__(self, model: type[models.Model], columns: Sequence[str],
                  read_as: dict[str, str] | None = None):
-        self.columns = tuple(columns)
-        # One C call for every column (`read_as`: a column read from another attribute).
-        self._values = attrgetter(*((read_as or {}).get(column, column) for column in columns))
-        self._json_at = tuple(index for index, column in enumerate(columns)
-                              if isinstance(model._meta.get_field(column), models.JSONField))
+        def is_json(column: str) -> bool:
+            return isinstance(model._meta.get_field(column), models.JSONField)
 
-    def __call__(self, instance: models.Model, as_json: JsonOnce) -> list:
-        row = list(self._values(instance))
-        for index in self._json_at:
-            row[index] = as_json(row[index])
-        return row
+        plain = [column for column in columns if not is_json(column)]
+        json_columns = [column for column in columns if is_json(column)]
+        self.columns = (*plain, *json_columns)
+        self._plain = _getter([(read_as or {}).get(column, column) for column in plain])
+        self._json = _getter(json_columns)
+
+    def __call__(self, instance: models.Model, as_json: JsonOnce) -> tuple:
+        return (*self._plain(instance), *map(as_json, self._json(instance)))
+
+
+def _getter(names: list[str]) -> Callable[[Any], tuple]:
+    """The attributes `names` of an object, as a tuple (attrgetter's of one name is not)."""
+    if len(names) == 1:
+        get = attrgetter(names[0])
+        return lambda instance: (get(instance),)
+    return attrgetter(*names) if names else lambda instance: ()
 
 
 _new_record_row = _Rows(Record, RECORD_COLUMNS)
-_changed_record_row = _Rows(Record, ("id", *CHANGED_RECORD_COLUMNS))
+_new_record_row_without_id = _Rows(Record, RECORD_COLUMNS[1:])  # (one record: its id RETURNED)
+_changed_record_row = _Rows(Record, ("id", *CHANGED_RECORD_COLUMNS))  # (id first: not JSON)
 # An entry is built before its new record has an id: it takes it from the record.
 _entry_row = _Rows(Entry, ENTRY_COLUMNS, read_as={"record_id": "record.pk"})
 
@@ -90,13 +100,13 @@ def insert_records(records: list[Record], as_json: JsonOnce) -> None:
         return
     if len(records) == 1:
         record = records[0]
-        [record.pk] = fastsql.insert_rows(Record, RECORD_COLUMNS[1:], [
-            _new_record_row(record, as_json)[1:]], returning_id=True)
+        [record.pk] = fastsql.insert_rows(Record, _new_record_row_without_id.columns, [
+            _new_record_row_without_id(record, as_json)], returning_id=True)
     else:
         for record, pk in zip(records, fastsql.reserve_ids(Record, len(records)), strict=True):
             record.pk = pk
-        fastsql.copy_rows(Record, RECORD_COLUMNS, (_new_record_row(record, as_json)
-                                                   for record in records))
+        fastsql.copy_rows(Record, _new_record_row.columns, (_new_record_row(record, as_json)
+                                                            for record in records))
     django_internals.mark_saved(records)  # as bulk_create leaves them
 
 
@@ -108,7 +118,7 @@ def update_records(records: list[Record], as_json: JsonOnce) -> None:
     if not fastsql.can_copy():
         Record.objects.bulk_update(records, CHANGED_RECORD_COLUMNS)
         return
-    fastsql.update_rows(Record, CHANGED_RECORD_COLUMNS,
+    fastsql.update_rows(Record, _changed_record_row.columns[1:],
                         [_changed_record_row(record, as_json) for record in records])
 
 
@@ -120,9 +130,9 @@ def insert_entries(entries: list[Entry], as_json: JsonOnce) -> None:
         return
     rows = (_entry_row(entry, as_json) for entry in entries)
     if len(entries) <= FEW_ROWS:
-        fastsql.insert_rows(Entry, ENTRY_COLUMNS, list(rows))
+        fastsql.insert_rows(Entry, _entry_row.columns, list(rows))
     else:
-        fastsql.copy_rows(Entry, ENTRY_COLUMNS, rows)
+        fastsql.copy_rows(Entry, _entry_row.columns, rows)
 
 
 # The related objects are set as their descriptors would (no query for them later).
@@ -130,12 +140,14 @@ _RECORD_FEED = Record._meta.get_field("feed")
 _ENTRY_FEED, _ENTRY_RECORD = Entry._meta.get_field("feed"), Entry._meta.get_field("record")
 
 
+_record = positional(Record, ("feed_id", "key", "title", "summary", "metadata", "links"))
+_entry = positional(Entry, ("feed_id", "seq", "record_id", "kind", "updated", "title", "summary",
+                            "links", "metadata", "schema_version"))
+
+
 def new_record(feed: Feed, key: str) -> Record:
     """A record not yet stored: the write that creates it sets its state."""
-    values = RecordValues(feed_id=feed.pk, key=key, title="", summary="", metadata={},
-                          links=[])
-    # (django-stubs types Model(*values) as if `values` were its first field)
-    record = Record(*values)  # type: ignore[misc]
+    record = _record(feed.pk, key, "", "", {}, [])
     _RECORD_FEED.set_cached_value(record, feed)
     return record
 
@@ -144,10 +156,8 @@ def new_entry(feed: Feed, seq: int, record: Record, kind: str, updated: datetime
               summary: str, links: list, metadata: dict | None,
               schema_version: int | None) -> Entry:
     """The entry of a change to `record` (whose id it takes when it is stored)."""
-    values = EntryValues(feed_id=feed.pk, seq=seq, record_id=record.pk, kind=kind,
-                         updated=updated, title=title, summary=summary, links=links,
-                         metadata=metadata, schema_version=schema_version)
-    entry = Entry(*values)  # type: ignore[misc]  # (as in new_record)
+    entry = _entry(feed.pk, seq, record.pk, kind, updated, title, summary, links, metadata,
+                   schema_version)
     _ENTRY_FEED.set_cached_value(entry, feed)
     _ENTRY_RECORD.set_cached_value(entry, record)
     return entry
