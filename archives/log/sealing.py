@@ -24,7 +24,7 @@ from django.db import IntegrityError, models, transaction
 from django.db.models import F, Q, Value
 from django.db.models.functions import Greatest
 
-from archives.db import address, fastsql
+from archives.db import address, fastsql, locks
 from archives.db.heads import announce
 from archives.documents import atom, base, linkedpages
 from archives.documents.feeds import ArchiveDocument, RssArchiveDocument
@@ -69,7 +69,11 @@ def seal_all(*, dry_run: bool = False, on_sealed: Callable[[int], None] | None =
         if stop():
             return sealed
         try:
-            sealed += seal_feed(feed, dry_run=dry_run, on_sealed=on_sealed, stop=stop)
+            with locks.sealing(feed.pk) as ours:
+                # (Being sealed after a write: that writer seals what is full by then, this
+                # sealer's next pass what is left.)
+                if ours:
+                    sealed += seal_feed(feed, dry_run=dry_run, on_sealed=on_sealed, stop=stop)
         except Feed.DoesNotExist:
             logger.info("feed %s was deleted while sealing", feed.slug)
         except address.WrongBaseURL:
@@ -137,6 +141,16 @@ def seal_feed(
         if on_sealed is not None:
             on_sealed(last - first + 1)
     return sealed
+
+
+def seal_after_write(feed_id: int, *, max_pages: int) -> list[SealedPage]:
+    """Seal up to `max_pages` of a feed right after a write committed, unless another
+    writer or a sealer is sealing it at this moment: that one goes on to the pages full by
+    then, and the next write or seal_archives to any filled later (archives/db/locks.py)."""
+    with locks.sealing(feed_id) as ours:
+        if not ours:
+            return []
+        return seal_feed(Feed.objects.get(pk=feed_id), max_pages=max_pages)
 
 
 def _pages_per_run(page_size: int) -> int:
