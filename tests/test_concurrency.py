@@ -112,22 +112,34 @@ def _fill(feed, first: int, count: int) -> None:
         publishing.put_record(feed=feed, key=f"k{n}", data=record_data(n))
 
 
-def test_a_write_passes_sealing_by_while_another_session_seals_and_the_next_seals(
+def test_a_write_passes_sealing_by_while_another_writer_seals_and_the_next_seals(
         settings, other_session):
     settings.FEEDPUB_SEAL_ON_WRITE = True
     feed = FeedFactory(page_size=3)
-    keys = [locks.SEALING, feed.pk]
+    keys = [locks.SEALING_AFTER_WRITE, feed.pk]
     other_session.execute("SELECT pg_advisory_lock(%s, %s)", keys)
 
-    _fill(feed, 0, 4)  # page 1 full while the other session "seals" it
-    assert seal_all() == []  # the sealer passes it by too
+    _fill(feed, 0, 4)  # page 1 full while another writer "seals" it
     assert Feed.objects.get(pk=feed.pk).sealed_pages == 0
+    _fill(feed, 4, 3)  # page 2 too
 
     other_session.execute("SELECT pg_advisory_unlock(%s, %s)", keys)
-    _fill(feed, 4, 1)  # the next write seals what is full
-    assert Feed.objects.get(pk=feed.pk).sealed_pages == 1
-    _fill(feed, 5, 1)
-    assert [p.number for p in ArchivePage.objects.filter(feed=feed)] == [1, 2]
+    _fill(feed, 7, 1)  # the next write seals one page of the backlog
+    assert [p.number for p in ArchivePage.objects.filter(feed=feed)] == [1]
+    _fill(feed, 8, 1)  # and the next the page it filled and one more
+    assert [p.number for p in ArchivePage.objects.filter(feed=feed)] == [1, 2, 3]
+
+
+def test_the_sealer_seals_a_feed_whose_writers_pass_sealing_by(settings, other_session):
+    """seal_archives never takes the writers' lock: whatever becomes of that lock (a pooler
+    that left it held on another session), the feed is sealed."""
+    settings.FEEDPUB_SEAL_ON_WRITE = True
+    feed = FeedFactory(page_size=3)
+    other_session.execute("SELECT pg_advisory_lock(%s, %s)",
+                          [locks.SEALING_AFTER_WRITE, feed.pk])
+    _fill(feed, 0, 7)
+    assert Feed.objects.get(pk=feed.pk).sealed_pages == 0
+    assert [(p.feed, p.number) for p in seal_all()] == [(feed.slug, 1), (feed.slug, 2)]
 
 
 def test_writers_sealing_after_their_writes_seal_each_page_once_in_order(settings):

@@ -69,11 +69,7 @@ def seal_all(*, dry_run: bool = False, on_sealed: Callable[[int], None] | None =
         if stop():
             return sealed
         try:
-            with locks.sealing(feed.pk) as ours:
-                # (Being sealed after a write: that writer seals what is full by then, this
-                # sealer's next pass what is left.)
-                if ours:
-                    sealed += seal_feed(feed, dry_run=dry_run, on_sealed=on_sealed, stop=stop)
+            sealed += seal_feed(feed, dry_run=dry_run, on_sealed=on_sealed, stop=stop)
         except Feed.DoesNotExist:
             logger.info("feed %s was deleted while sealing", feed.slug)
         except address.WrongBaseURL:
@@ -145,9 +141,10 @@ def seal_feed(
 
 def seal_after_write(feed_id: int, *, max_pages: int) -> list[SealedPage]:
     """Seal up to `max_pages` of a feed right after a write committed, unless another
-    writer or a sealer is sealing it at this moment: that one goes on to the pages full by
-    then, and the next write or seal_archives to any filled later (archives/db/locks.py)."""
-    with locks.sealing(feed_id) as ours:
+    writer is sealing it at this moment: that one goes on to the pages full by then, and
+    the next write or seal_archives to any filled later (archives/db/locks.py). The
+    sealer never takes that lock: whatever becomes of it, seal_archives still seals."""
+    with locks.sealing_after_write(feed_id) as ours:
         if not ours:
             return []
         return seal_feed(Feed.objects.get(pk=feed_id), max_pages=max_pages)
