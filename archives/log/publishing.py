@@ -395,10 +395,10 @@ def _seal_soon(feed_id: int, max_pages: int) -> None:
 def _seal_after_commit(feed_id: int, max_pages: int) -> None:
     # The write has committed; a failure here must not turn it into an error for the
     # producer. The next write or the `seal_archives` job seals what is left.
-    from .sealing import seal_feed
+    from .sealing import seal_after_write
 
     try:
-        seal_feed(Feed.objects.get(pk=feed_id), max_pages=max_pages)
+        seal_after_write(feed_id, max_pages=max_pages)
     except Exception:
         logger.exception("sealing feed %s after a write failed; seal_archives will retry",
                          feed_id)

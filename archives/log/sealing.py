@@ -24,7 +24,7 @@ from django.db import IntegrityError, models, transaction
 from django.db.models import F, Q, Value
 from django.db.models.functions import Greatest
 
-from archives.db import address, fastsql
+from archives.db import address, fastsql, locks
 from archives.db.heads import announce
 from archives.documents import atom, base, linkedpages
 from archives.documents.feeds import ArchiveDocument, RssArchiveDocument
@@ -137,6 +137,17 @@ def seal_feed(
         if on_sealed is not None:
             on_sealed(last - first + 1)
     return sealed
+
+
+def seal_after_write(feed_id: int, *, max_pages: int) -> list[SealedPage]:
+    """Seal up to `max_pages` of a feed right after a write committed, unless another
+    writer is sealing it at this moment: that one goes on to the pages full by then, and
+    the next write or seal_archives to any filled later (archives/db/locks.py). The
+    sealer never takes that lock: whatever becomes of it, seal_archives still seals."""
+    with locks.sealing_after_write(feed_id) as ours:
+        if not ours:
+            return []
+        return seal_feed(Feed.objects.get(pk=feed_id), max_pages=max_pages)
 
 
 def _pages_per_run(page_size: int) -> int:
