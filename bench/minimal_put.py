@@ -45,7 +45,8 @@ class MinimalPut(APIView):
                 record = Record(feed=feed, key=key, created=now)
             record.title, record.summary = data["title"], data.get("summary", "")
             record.metadata, record.links = data.get("metadata", {}), data.get("links", [])
-            record.updated, record.deleted_at = now, None
+            record.updated = record.datestamp = now  # (OAI-PMH's datestamp, as the write path)
+            record.deleted_at = None
             record.save()
             feed.last_seq += 1
             Entry.objects.create(

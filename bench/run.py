@@ -234,6 +234,11 @@ def concurrent_puts(seconds: float) -> tuple[float, float, float]:
     from archives.log.publishing import create_feed
 
     create_feed(slug="puts", title="Concurrent single puts", page_size=PAGE_SIZE)
+    # The clients start as gunicorn's workers do (preload_app): from a parent that loaded
+    # what feedpub/wsgi.py loads, the URLconf and the sealer. Without it each client's first
+    # seal imported the URLconf (~0.5 s), eight at once on two cores: the p99 of the run.
+    import feedpub.wsgi  # noqa: F401
+
     connections.close_all()  # each forked client opens its own connection
     with ProcessPoolExecutor(PUT_CLIENTS) as pool:
         results = list(pool.map(_put_client, range(PUT_CLIENTS), [seconds] * PUT_CLIENTS))

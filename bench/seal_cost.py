@@ -33,6 +33,7 @@ def seal(entries: int, *, linked_pages: bool = True, rss_twins: bool = True,
     from psycopg.types.json import Jsonb
 
     from archives.db import fastsql
+    from archives.db.rows import ENTRY_COLUMNS
     from archives.documents import base, linkedpages, rss
     from archives.log import publishing, sealing
     from archives.models import Entry, Feed, Record
@@ -44,13 +45,13 @@ def seal(entries: int, *, linked_pages: bool = True, rss_twins: bool = True,
     metadata = {"subject": "Soil carbon", "place": "Tasmania", "year": 2003, "version": 1}
     links = [{"href": "https://data.example.org/x", "rel": "related", "type": "text/html"}]
     fastsql.copy_rows(Record, ("feed_id", "key", "title", "summary", "metadata", "links",
-                               "created", "updated"), (
+                               "created", "updated", "datestamp"), (
         (feed.pk, f"r{n:07d}", f"Record {n}", "A summary.", Jsonb(metadata), Jsonb(links),
-         start, start) for n in range(entries)))
+         start, start, start) for n in range(entries)))
     ids = dict(Record.objects.filter(feed=feed).values_list("key", "pk"))
-    fastsql.copy_rows(Entry, publishing.ENTRY_COLUMNS, (
+    fastsql.copy_rows(Entry, ENTRY_COLUMNS, (
         (feed.pk, n + 1, ids[f"r{n:07d}"], "create", start + timedelta(microseconds=n + 1),
-         f"Record {n}", "A summary.", Jsonb(links), Jsonb(metadata)) for n in range(entries)))
+         f"Record {n}", "A summary.", Jsonb(links), Jsonb(metadata), None) for n in range(entries)))
     Feed.objects.filter(pk=feed.pk).update(
         last_seq=entries, last_updated=start + timedelta(microseconds=entries))
     feed = Feed.objects.get(pk=feed.pk)

@@ -38,6 +38,7 @@ def write_feed(records: int, *, slug: str = "big", title: str = "Snapshot benchm
     from psycopg.types.json import Jsonb
 
     from archives.db import fastsql
+    from archives.db.rows import ENTRY_COLUMNS
     from archives.log import publishing
     from archives.models import Entry, Feed, Record
 
@@ -64,7 +65,7 @@ def write_feed(records: int, *, slug: str = "big", title: str = "Snapshot benchm
         (feed.pk, seq, ids[f"r{n:07d}"], kind, stamp[seq], f"Record {n}",
          "A summary of a record.", json(links), None if kind == "delete" else json(metadata))
         for seq, (n, kind) in enumerate(changes, start=1))
-    _write(Entry, publishing.ENTRY_COLUMNS, entry_rows, copy)
+    _write(Entry, ENTRY_COLUMNS, entry_rows, copy)
     Feed.objects.filter(pk=feed.pk).update(last_seq=len(changes), last_updated=stamp[len(changes)])
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")

@@ -88,7 +88,7 @@ def ingest_floor(records: int) -> float:
     from django.utils import timezone
 
     from archives.db import fastsql
-    from archives.log import publishing
+    from archives.db.rows import ENTRY_COLUMNS
     from archives.models import Entry, Record
 
     feed = new_feed("floor")
@@ -114,7 +114,7 @@ def ingest_floor(records: int) -> float:
                     (pk, feed.pk, op["key"], op["record"]["title"], op["record"]["summary"],
                      Jsonb(op["record"]["metadata"]), Jsonb(op["record"]["links"]), stamp,
                      stamp) for pk, op, stamp in zip(ids, operations, stamps, strict=True)))
-                fastsql.copy_rows(Entry, publishing.ENTRY_COLUMNS, (
+                fastsql.copy_rows(Entry, ENTRY_COLUMNS, (
                     (feed.pk, seq + n, pk, "create", stamp, op["record"]["title"],
                      op["record"]["summary"], Jsonb(op["record"]["links"]),
                      Jsonb(op["record"]["metadata"]))
@@ -163,7 +163,7 @@ def unsealed_feed(entries: int):
     from django.db import connection
 
     from archives.db import fastsql
-    from archives.log import publishing
+    from archives.db.rows import ENTRY_COLUMNS
     from archives.models import Entry, Feed, Record
     from bench.data import record
 
@@ -188,9 +188,9 @@ def unsealed_feed(entries: int):
     rows = ((feed.pk, n + 1, ids[f"k{n}"], "create", stamps[n], d["title"], d["summary"],
              json(d["links"]), json(d["metadata"])) for n, d in enumerate(data))
     if copy:
-        fastsql.copy_rows(Entry, publishing.ENTRY_COLUMNS, rows)
+        fastsql.copy_rows(Entry, ENTRY_COLUMNS, rows)
     else:
-        names = [Entry._meta.get_field(column).attname for column in publishing.ENTRY_COLUMNS]
+        names = [Entry._meta.get_field(column).attname for column in ENTRY_COLUMNS]
         Entry.objects.bulk_create([Entry(**dict(zip(names, row, strict=True))) for row in rows],
                                   batch_size=2000)
     Feed.objects.filter(pk=feed.pk).update(last_seq=entries, last_updated=stamps[-1])

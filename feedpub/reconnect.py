@@ -9,9 +9,11 @@ even once the database was back. Now:
 - A safe request (GET, HEAD, OPTIONS) that fails because the database is unavailable is
   run once more, on a connection that works (the lost one closed, or the one Django opened
   as it left the failed transaction): it changed nothing, so running it again is harmless.
-- Any other request checks its connection before it runs (one round trip, small beside a
-  write), rather than being retried: a write may have been applied before the connection
-  died, and must not be applied twice.
+- Any other request checks its connection before it runs, rather than being retried: a
+  write may have been applied before the connection died, and must not be applied twice.
+  On PostgreSQL a round trip only when the socket shows a sign of loss (a server that
+  ends a connection says so on it): the round trip on every write was ~220 us of a PUT.
+  A connection cut without a word (no FIN) is then found by the write itself: a 503.
 - A request that still cannot reach the database gets 503 with Retry-After and no-store,
   in a short JSON body for the API and clients that prefer JSON, plain text otherwise.
   The same comes from handler500 when the database is lost outside a view (a middleware).

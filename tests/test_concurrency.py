@@ -6,8 +6,9 @@ import pytest
 from django.db import connection
 from lxml import etree
 
+from archives.db import locks
 from archives.log import publishing
-from archives.log.sealing import seal_feed
+from archives.log.sealing import seal_all, seal_feed
 from archives.models import ArchivePage, Entry, Feed, Record
 
 from .factories import FeedFactory, record_data
@@ -95,3 +96,74 @@ def test_writers_and_sealers_together_leave_a_feed_that_rebuilds_exactly(setting
         assert entry["title"] == live[atom_id].title
     total = sum(len(d.entries()) for d in walked.documents)
     assert total == Entry.objects.filter(feed=feed).count()
+
+
+@pytest.fixture
+def other_session():
+    """A second database session, as another process's would be."""
+    raw = connection.get_new_connection(connection.get_connection_params())
+    raw.autocommit = True
+    yield raw
+    raw.close()
+
+
+def _fill(feed, first: int, count: int) -> None:
+    for n in range(first, first + count):
+        publishing.put_record(feed=feed, key=f"k{n}", data=record_data(n))
+
+
+def test_a_write_passes_sealing_by_while_another_writer_seals_and_the_next_seals(
+        settings, other_session):
+    settings.FEEDPUB_SEAL_ON_WRITE = True
+    feed = FeedFactory(page_size=3)
+    keys = [locks.SEALING_AFTER_WRITE, feed.pk]
+    other_session.execute("SELECT pg_advisory_lock(%s, %s)", keys)
+
+    _fill(feed, 0, 4)  # page 1 full while another writer "seals" it
+    assert Feed.objects.get(pk=feed.pk).sealed_pages == 0
+    _fill(feed, 4, 3)  # page 2 too
+
+    other_session.execute("SELECT pg_advisory_unlock(%s, %s)", keys)
+    _fill(feed, 7, 1)  # the next write seals one page of the backlog
+    assert [p.number for p in ArchivePage.objects.filter(feed=feed)] == [1]
+    _fill(feed, 8, 1)  # and the next the page it filled and one more
+    assert [p.number for p in ArchivePage.objects.filter(feed=feed)] == [1, 2, 3]
+
+
+def test_the_sealer_seals_a_feed_whose_writers_pass_sealing_by(settings, other_session):
+    """seal_archives never takes the writers' lock: whatever becomes of that lock (a pooler
+    that left it held on another session), the feed is sealed."""
+    settings.FEEDPUB_SEAL_ON_WRITE = True
+    feed = FeedFactory(page_size=3)
+    other_session.execute("SELECT pg_advisory_lock(%s, %s)",
+                          [locks.SEALING_AFTER_WRITE, feed.pk])
+    _fill(feed, 0, 7)
+    assert Feed.objects.get(pk=feed.pk).sealed_pages == 0
+    assert [(p.feed, p.number) for p in seal_all()] == [(feed.slug, 1), (feed.slug, 2)]
+
+
+def test_writers_sealing_after_their_writes_seal_each_page_once_in_order(settings):
+    settings.FEEDPUB_SEAL_ON_WRITE = True
+    feed = FeedFactory(page_size=5)
+    writers, per_writer = 8, 20
+
+    def writer(w):
+        def job():
+            for n in range(per_writer):
+                publishing.put_record(feed=feed, key=f"w{w}-{n}", data=record_data(n))
+        return job
+
+    raise_first_error(run_at_once([writer(w) for w in range(writers)]))
+    seal_all()  # what a write passed by, as seal_archives would
+
+    pages = list(ArchivePage.objects.filter(feed=feed).order_by("number"))
+    total = writers * per_writer
+    assert [p.number for p in pages] == list(range(1, total // 5 + 1))
+    assert [(p.first_seq, p.last_seq) for p in pages] == [
+        (5 * n + 1, 5 * n + 5) for n in range(total // 5)]
+    assert [p.has_next for p in pages] == [True] * (len(pages) - 1) + [False]
+    # No session is left holding the lock: a seal after a write is not passed by.
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_locks JOIN pg_database d ON d.oid = database "
+                       "WHERE locktype = 'advisory' AND d.datname = current_database()")
+        assert cursor.fetchone() == (0,)

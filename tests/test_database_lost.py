@@ -95,6 +95,27 @@ def test_a_write_after_a_terminated_backend_is_applied(books, writer):
     assert response.status_code == 201, response.content
 
 
+@pytest.mark.postgres
+def test_a_write_request_checks_its_connection_without_a_round_trip_until_it_is_lost(
+        books, monkeypatch):
+    """The check before a write polls the socket: a round trip only when the server has
+    said something on it (as it does when it ends the connection)."""
+    from feedpub.reconnect import close_lost_connections
+
+    db = connections["default"]
+    asked = []
+    is_usable = db.is_usable
+    monkeypatch.setattr(db, "is_usable", lambda: asked.append(db.alias) or is_usable())
+    db.ensure_connection()
+    assert close_lost_connections(check=True) == 0
+    assert asked == []
+    terminate_every_other_backend()
+    time.sleep(0.2)  # the server's goodbye reaches the socket
+    assert close_lost_connections(check=True) == 1
+    assert asked == ["default"]
+    assert db.connection is None
+
+
 @pytest.fixture
 def unreachable_database():
     """The database's address, a port nobody listens on, for the requests' connections."""

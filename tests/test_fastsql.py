@@ -8,6 +8,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from archives.db import fastsql
+from archives.db import rows as shapes
 from archives.db.fastsql import (
     PAGE_BODIES_SQL,
     copy_sql,
@@ -17,6 +18,7 @@ from archives.db.fastsql import (
     oai_records,
     page_bodies,
 )
+from archives.db.rows import ENTRY_ROW, OaiItem
 from archives.formats import record_atom_id
 from archives.log import publishing
 from archives.models import ArchivePage, Entry, Feed, Record
@@ -137,7 +139,7 @@ def test_entry_rows_reads_by_seq_what_the_orm_reads(db):
     Entry.objects.filter(feed=feed, seq=1).update(metadata=None)  # written before 0005
     publishing.put_record(feed=FeedFactory(slug="films"), key="a", data=record_data(3))
     orm = [atom.EntryRow._make(row) for row in Entry.objects.filter(feed=feed, seq__gte=2)
-           .order_by("seq").values_list(*atom.ENTRY_ROW_COLUMNS)]
+           .order_by("seq").values_list(*ENTRY_ROW.orm_names)]
 
     with CaptureQueriesContext(connection) as queries:
         rows = atom.entry_rows(feed, 2)
@@ -222,7 +224,7 @@ def test_oai_records_reads_what_the_orm_reads_in_datestamp_order(db):
     after = (everything[2][1], everything[2][6])
 
     def orm(queryset, content=True):
-        return [row if content else row[:7]
+        return [OaiItem._make(row) if content else OaiItem(*row[:7])
                 for row in queryset.order_by("datestamp", "pk").values_list(*columns)[:2]]
 
     with CaptureQueriesContext(connection) as queries:
@@ -247,12 +249,12 @@ def test_oai_records_reads_what_the_orm_reads_in_datestamp_order(db):
     "12345678901234567890123", "-1.5e300", '{"dup": 1, "dup": 2}', '["\\ud83d\\ude00"]',
 ])
 def test_jsonb_text_decodes_as_json_loads_does(text):
-    assert fastsql._jsonb(text) == json.loads(text)
+    assert shapes._jsonb(text) == json.loads(text)
 
 
 def test_jsonb_text_with_more_after_its_value_is_refused():
     with pytest.raises(ValueError, match="more after its value"):
-        fastsql._jsonb('{"a": 1} {"b": 2}')
+        shapes._jsonb('{"a": 1} {"b": 2}')
 
 
 @pytest.mark.postgres  # the single write's INSERTs (elsewhere bulk_create)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import importlib
 import json
 import random
+import uuid
+from datetime import UTC, datetime
 from email import policy
 from email.parser import BytesParser
 from io import StringIO
@@ -19,6 +21,8 @@ from django.core.exceptions import ValidationError
 from django.core.management import call_command
 from django.utils.http import http_date
 
+from archives.documents import linkedpages
+from archives.documents.atom import EntryRow
 from archives.documents.records import record_json
 from archives.formats import rfc3339
 from archives.log import publishing
@@ -520,3 +524,30 @@ def test_a_failing_snapshot_never_stops_the_sealer(sealed_feed, monkeypatch, cap
         call_command("seal_archives", "--watch", "1", "--snapshot-every", "1",
                      stdout=StringIO())
     assert caplog.text.count("failed; the next round tries again") == 1  # then not due
+
+def test_an_entity_without_the_optional_fields_is_the_bytes_sealed_before_them():
+    # Sealed linked pages keep these bytes: a key added to records' JSON must be left out
+    # when empty (archives/formats.py record_json), or every stored page would differ from
+    # a fresh render of itself.
+    feed = Feed(slug="books", uuid=uuid.UUID(int=7), title="Books")
+    row = EntryRow(seq=12, kind=Entry.Kind.CREATE,
+                   updated=datetime(2026, 3, 4, 5, 6, 7, 89, tzinfo=UTC),
+                   title="Ünder & <over>", summary="A summary.",
+                   links=[{"rel": "related", "href": "https://example.org/a"}], key="isbn-1",
+                   metadata={"year": 2003, "subject": "Soil"},
+                   created=datetime(2026, 3, 1, tzinfo=UTC), schema_version=None)
+
+    part = linkedpages.entity(feed, row, "https://pub.example/feeds/books/records/")
+
+    assert part == (
+        b"Content-ID: <entry-12@00000000-0000-0000-0000-000000000007>\r\n"
+        b"Operation-Type: http-equiv=PUT\r\n"
+        b"Last-Modified: Wed, 04 Mar 2026 05:06:07 GMT\r\n"
+        b"Content-Location: https://pub.example/feeds/books/records/isbn-1\r\n"
+        b"Content-Type: application/json\r\nContent-Length: 375\r\n\r\n"
+        + '{"key":"isbn-1","atom_id":"urn:uuid:6105f6e0-b414-5f0c-940c-ad973219dfee",'
+          '"title":"Ünder & <over>","summary":"A summary.",'
+          '"metadata":{"year":2003,"subject":"Soil"},'
+          '"links":[{"rel":"related","href":"https://example.org/a"}],'
+          '"created":"2026-03-01T00:00:00.000000Z","updated":"2026-03-04T05:06:07.000089Z",'
+          '"deleted":false,"url":"https://pub.example/feeds/books/records/isbn-1"}'.encode())

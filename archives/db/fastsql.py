@@ -19,22 +19,34 @@
 - `oai_records`: a page of records in (datestamp, id) order, for OAI-PMH's lists
   (archives/oai/repository.py), without the ORM's per-row and compiling costs.
 
+The rows of `live_records`, `entry_rows` and `oai_records` each have one shape, declared in
+archives/db/rows.py: their SELECT lists and the conversion of their rows (per database)
+come from it.
+
 What these reach of Django's and psycopg's insides (the ORM's compiler, the psycopg cursor
 beneath Django's) is in archives/db/django_internals.py and psycopg_internals.py.
 """
 
 from __future__ import annotations
 
-import json
-import json.scanner
-import uuid
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
+from typing import Any
 
 from django.db import connection, connections, models
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from archives.db import django_internals, psycopg_internals
+from archives.db.rows import (
+    ENTRY_ROW,
+    LIVE_RECORD,
+    OAI_ITEM,
+    EntryRow,
+    LiveRecord,
+    OaiItem,
+    Row,
+    Shape,
+)
 from archives.models import ArchivePage, Entry, Feed, Record
 
 # Compiled lookups (archives/db/django_internals.py) live on the connection (one per thread
@@ -104,10 +116,9 @@ def insert(model: type[models.Model], objects: Sequence[models.Model],
     `columns` (large bytea values go as they are, not escaped into text), with the types
     the model's fields say; elsewhere by bulk_create."""
     if not can_copy():
-        model.objects.bulk_create(objects)
+        model._default_manager.bulk_create(objects)
         return
-    types = [model._meta.get_field(column).db_type(connection).split("(")[0]
-             for column in columns]  # varchar(80) -> varchar: what COPY needs to know
+    types = [_type_name(_field(model, column)) for column in columns]
     copy_rows(model, columns, ([getattr(row, column) for column in columns] for row in objects),
               binary_types=types)
 
@@ -123,7 +134,7 @@ def reserve_ids(model: type[models.Model], count: int) -> list[int]:
     with connection.cursor() as cursor:
         cursor.execute("SELECT nextval(pg_get_serial_sequence(%s, %s)) "
                        "FROM generate_series(1, %s)",
-                       [model._meta.db_table, model._meta.pk.column, count])
+                       [model._meta.db_table, _column(_primary_key(model)), count])
         return [pk for pk, in cursor.fetchall()]
 
 
@@ -139,11 +150,9 @@ def update_rows(model: type[models.Model], columns: Sequence[str],
     if not rows:
         return
     quote = connection.ops.quote_name
-    fields = [model._meta.pk, *(model._meta.get_field(column) for column in columns)]
-    # varchar(80) -> varchar: a cast needs no length
-    row = "(" + ", ".join(f"%s::{field.db_type(connection).split('(')[0]}"
-                          for field in fields) + ")"
-    names = [quote(field.column) for field in fields]
+    fields = [_primary_key(model), *(_field(model, column) for column in columns)]
+    row = "(" + ", ".join(f"%s::{_type_name(field)}" for field in fields) + ")"
+    names = [quote(_column(field)) for field in fields]
     sql = (f"UPDATE {quote(model._meta.db_table)} AS t SET "  # noqa: S608
            + ", ".join(f"{name} = v.{name}" for name in names[1:])
            + f" FROM (VALUES {', '.join([row] * len(rows))}) AS v ({', '.join(names)})"
@@ -165,10 +174,38 @@ def insert_rows(model: type[models.Model], columns: Sequence[str], rows: Sequenc
     sql = (f"INSERT INTO {quote(model._meta.db_table)} "  # noqa: S608
            f"({', '.join(map(quote, columns))}) VALUES {', '.join([row] * len(rows))}")
     if returning_id:
-        sql += f" RETURNING {quote(model._meta.pk.column)}"
+        sql += f" RETURNING {quote(_column(_primary_key(model)))}"
     with connection.cursor() as cursor:
         cursor.execute(sql, [value for values in rows for value in values])
         return [pk for pk, in cursor.fetchall()] if returning_id else []
+
+
+def _field(model: type[models.Model], name: str) -> models.Field:
+    field = model._meta.get_field(name)
+    if not isinstance(field, models.Field):
+        raise TypeError(f"{model.__name__}.{name} is a relation, not a column")
+    return field
+
+
+def _primary_key(model: type[models.Model]) -> models.Field:
+    if model._meta.pk is None:
+        raise TypeError(f"{model.__name__} has no primary key")
+    return model._meta.pk
+
+
+def _column(field: models.Field) -> str:
+    if field.column is None:
+        raise TypeError(f"{field} has no column")
+    return field.column
+
+
+def _type_name(field: models.Field) -> str:
+    """The column's type without its length (varchar(80) -> varchar): what COPY and a cast
+    need to know."""
+    db_type = field.db_type(connection)
+    if db_type is None:
+        raise TypeError(f"{field} has no column")
+    return db_type.split("(")[0]
 
 
 def can_copy() -> bool:
@@ -205,58 +242,45 @@ def copy_rows(model: type[models.Model], columns: Sequence[str], rows: Iterable[
 def live_records_sql(*, after_key: bool) -> str:
     table = connection.ops.quote_name(Record._meta.db_table)
     keyset = "AND key > %s " if after_key else ""
-    return (f"SELECT id, key, title, summary, links, updated FROM {table} "  # noqa: S608
+    return (f"SELECT {LIVE_RECORD.select()} FROM {table} "  # noqa: S608
             f"WHERE feed_id = %s AND (deleted_at IS NULL OR updated > %s) {keyset}"
             f"ORDER BY key LIMIT %s")
 
 
 def live_records(feed: Feed, cut_updated: datetime, *, after_key: str | None,
-                 limit: int) -> list[tuple]:
+                 limit: int) -> list[LiveRecord]:
     """Up to `limit` of the feed's records after `after_key`, by key (the (feed, key)
     index): those live now and those deleted after `cut_updated` (maybe live at it), as
-    (pk, key, title, summary, links, updated) with `links` decoded and `updated` aware.
+    LiveRecords (archives/db/rows.py: `links` decoded, `updated` aware).
 
     For the complete feed, which reads every live record: through the ORM, its converters
     and the queryset machinery cost ~19 us a row, more than reading it; this is one query
-    a batch, the JSON decoded with json.loads as JSONField would. On PostgreSQL the
-    timestamps are read by psycopg's own loader (in C: aware, in the session's time zone),
-    not Django's, which wraps it in Python to force the zone and cost ~5 us a row, two
-    thirds of the read; on SQLite they come naive (UTC) and are made aware here.
+    a batch, the JSON decoded as JSONField would. On PostgreSQL the timestamps are read by
+    psycopg's own loader (in C: aware, in the session's time zone), not Django's, which
+    wraps it in Python to force the zone and cost ~5 us a row, two thirds of the read; on
+    SQLite they come naive (UTC) and are made aware.
     """
-    params = [feed.pk, connection.ops.adapt_datetimefield_value(cut_updated)]
+    params: list[Any] = [feed.pk, connection.ops.adapt_datetimefield_value(cut_updated)]
     if after_key is not None:
         params.append(after_key)
     params.append(limit)
-    postgresql = connection.vendor == "postgresql"
-    with connection.cursor() as cursor:
-        if postgresql:
-            psycopg_internals.load_timestamps_in_c(cursor)
-        cursor.execute(live_records_sql(after_key=after_key is not None), params)
-        rows = cursor.fetchall()
-    loads = json.loads
-    if postgresql:
-        return [(pk, key, title, summary, loads(links), updated)
-                for pk, key, title, summary, links, updated in rows]
-    return [(pk, key, title, summary, loads(links) if isinstance(links, str) else links,
-             _aware(updated)) for pk, key, title, summary, links, updated in rows]
+    return _read(LIVE_RECORD, live_records_sql(after_key=after_key is not None), params)
 
 
 def entry_rows_sql(*, last: bool, newest_first: bool) -> str:
     entries = connection.ops.quote_name(Entry._meta.db_table)
     records = connection.ops.quote_name(Record._meta.db_table)
     upto = "AND e.seq <= %s " if last else ""
-    return (f"SELECT e.seq, e.kind, e.updated, e.title, e.summary, e.links, r.key, "  # noqa: S608
-            f"e.metadata, r.created, e.schema_version "
+    return (f"SELECT {ENTRY_ROW.select()} "  # noqa: S608
             f"FROM {entries} e JOIN {records} r ON r.id = e.record_id "
             f"WHERE e.feed_id = %s AND e.seq >= %s {upto}"
             f"ORDER BY e.seq{' DESC' if newest_first else ''}")
 
 
 def entry_rows(feed: Feed, first_seq: int, last_seq: int | None, *,
-               newest_first: bool) -> list[tuple]:
-    """The feed's entries first_seq..last_seq (the (feed, seq) index), each as (seq, kind,
-    updated, title, summary, links, record key, metadata, record created, schema version):
-    the columns of atom.EntryRow, JSON decoded and timestamps aware.
+               newest_first: bool) -> list[EntryRow]:
+    """The feed's entries first_seq..last_seq (the (feed, seq) index), as EntryRows
+    (archives/db/rows.py): JSON decoded and timestamps aware.
 
     What the ORM's values_list read, at a third of the cost a row: sealing reads every
     entry once, and through the ORM reading a page cost as much as rendering all three of
@@ -264,23 +288,8 @@ def entry_rows(feed: Feed, first_seq: int, last_seq: int | None, *,
     `live_records`.
     """
     params = [feed.pk, first_seq] + ([] if last_seq is None else [last_seq])
-    postgresql = connection.vendor == "postgresql"
-    with connection.cursor() as cursor:
-        if postgresql:
-            psycopg_internals.load_timestamps_in_c(cursor)
-        cursor.execute(entry_rows_sql(last=last_seq is not None, newest_first=newest_first),
-                       params)
-        rows = cursor.fetchall()
-    if postgresql:
-        loads = _jsonb
-        return [(seq, kind, updated, title, summary, loads(links), key,
-                 None if metadata is None else loads(metadata), created, version)
-                for seq, kind, updated, title, summary, links, key, metadata, created, version
-                in rows]
-    return [(seq, kind, _aware(updated), title, summary, _json(links), key, _json(metadata),
-             _aware(created), version)
-            for seq, kind, updated, title, summary, links, key, metadata, created, version
-            in rows]
+    return _read(ENTRY_ROW, entry_rows_sql(last=last_seq is not None,
+                                           newest_first=newest_first), params)
 
 
 def oai_records_sql(*, feed: bool, start: bool, end: bool, after: bool,
@@ -295,21 +304,19 @@ def oai_records_sql(*, feed: bool, start: bool, end: bool, after: bool,
         # the (datestamp, id) or (feed, datestamp, id) index for it.
         ("r.datestamp >= %s AND (r.datestamp > %s OR r.id > %s)", after),
     ) if wanted]
-    return ("SELECT r.key, r.datestamp, r.updated, r.deleted_at, f.slug, f.uuid, r.id"  # noqa: S608
-            + (", r.title, r.summary, r.metadata, r.links, r.created, r.schema_version"
-               if content else "")
+    return (f"SELECT {OAI_ITEM.select(head=not content)}"  # noqa: S608
             + f" FROM {records} r JOIN {feeds} f ON f.id = r.feed_id"
             + (f" WHERE {' AND '.join(where)}" if where else "")
             + " ORDER BY r.datestamp, r.id LIMIT %s")
 
 
 def oai_records(*, feed_id: int | None, start: datetime | None, end: datetime | None,
-                after: tuple[datetime, int] | None, content: bool, limit: int) -> list[tuple]:
+                after: tuple[datetime, int] | None, content: bool,
+                limit: int) -> list[OaiItem]:
     """Up to `limit` records (of one feed, or all) with start <= datestamp < end, after the
-    position `after` = (datestamp, id), in (datestamp, id) order: each as (key, datestamp,
-    updated, deleted_at, feed slug, feed uuid, id) and, with `content`, (title, summary, metadata,
-    links, created, schema_version) after them; JSON decoded, timestamps aware, the uuid a
-    UUID."""
+    position `after` = (datestamp, id), in (datestamp, id) order, as OaiItems
+    (archives/db/rows.py): their headers and, with `content`, their content; JSON decoded,
+    timestamps aware, the uuid a UUID."""
     moment = connection.ops.adapt_datetimefield_value  # as the ORM sends a timestamp
     params = [value for value, wanted in ((feed_id, feed_id is not None),
                                           (moment(start), start is not None),
@@ -318,52 +325,18 @@ def oai_records(*, feed_id: int | None, start: datetime | None, end: datetime | 
         params += [moment(after[0]), moment(after[0]), after[1]]
     sql = oai_records_sql(feed=feed_id is not None, start=start is not None,
                           end=end is not None, after=after is not None, content=content)
+    return _read(OAI_ITEM, sql, [*params, limit], head=not content)
+
+
+def _read(shape: Shape[Row], sql: str, params: list, *, head: bool = False) -> list[Row]:
+    """The rows of `sql` (a SELECT of `shape`'s columns) as its NamedTuples."""
     postgresql = connection.vendor == "postgresql"
     with connection.cursor() as cursor:
         if postgresql:
             psycopg_internals.load_timestamps_in_c(cursor)
-        cursor.execute(sql, [*params, limit])
+        cursor.execute(sql, params)
         rows = cursor.fetchall()
-    if postgresql:
-        if not content:
-            return rows
-        loads = json.loads
-        return [(*row[:9], loads(row[9]), loads(row[10]), *row[11:]) for row in rows]
-
-    def converted(row: tuple) -> tuple:  # SQLite: text for timestamps, JSON and the uuid
-        key, stamp, updated, deleted_at, slug, feed_uuid, pk, *more = row
-        head = (key, _aware(stamp), _aware(updated), deleted_at and _aware(deleted_at), slug,
-                uuid.UUID(feed_uuid), pk)
-        if not content:
-            return head
-        title, summary, metadata, links, created, version = more
-        return (*head, title, summary, _json(metadata), _json(links), _aware(created), version)
-
-    return list(map(converted, rows))
-
-
-# jsonb as PostgreSQL writes it is one JSON value with no space around it, which the json
-# module's scanner (C) reads alone: json.loads adds checks in Python around the same call,
-# ~2.6 against ~0.8 us for a record's small values (sealing decodes two an entry).
-_scan_json = json.scanner.make_scanner(json.JSONDecoder())
-
-
-def _jsonb(text: str):
-    value, end = _scan_json(text, 0)
-    if end != len(text):
-        raise ValueError(f"jsonb text with more after its value at {end}: {text[:80]!r}")
-    return value
-
-
-def _json(value):
-    """A JSON column as SQLite gives it: text to decode, or NULL."""
-    return json.loads(value) if isinstance(value, str) else value
-
-
-def _aware(moment: datetime | str) -> datetime:
-    if isinstance(moment, str):  # a backend that does not convert declared types
-        moment = datetime.fromisoformat(moment)
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    return shape.converted(rows, postgresql=postgresql, head=head)
 
 
 PAGE_BODY_COLUMNS = ("id", "body", "rss", "multipart")
@@ -377,10 +350,15 @@ def page_bodies(ids: list[int]) -> dict[int, tuple[bytes, bytes | None, bytes | 
     a page's three bodies as ~300 KB of hex, decoded in Python)."""
     if not ids:
         return {}
+    rows: Iterable[tuple[Any, ...]]
     if connection.vendor != "postgresql":
         rows = ArchivePage.objects.filter(pk__in=ids).values_list(*PAGE_BODY_COLUMNS)
     else:
         with psycopg_internals.binary_cursor(connection) as cursor:
             rows = cursor.execute(PAGE_BODIES_SQL, [ids], binary=True).fetchall()
-    return {pk: tuple(None if body is None else bytes(body) for body in bodies)
-            for pk, *bodies in rows}
+    return {pk: (bytes(body), _bytes(rss), _bytes(multipart))
+            for pk, body, rss, multipart in rows}
+
+
+def _bytes(value: bytes | memoryview | None) -> bytes | None:
+    return None if value is None else bytes(value)

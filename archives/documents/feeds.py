@@ -15,6 +15,7 @@ from functools import cached_property
 from archives.conf import settings
 from archives.db import fastsql
 from archives.db.heads import heads
+from archives.db.rows import ENTRY_ROW
 from archives.models import ArchivePage, Entry, Feed
 
 from . import atom, base, rss, urls
@@ -69,8 +70,9 @@ class SubscriptionDocument(FeedDocument):
     # The feed's columns its bytes show: with content_updated, its ETag's inputs. (The
     # entries sealed_seq+1..last_seq never change once written, so their range stands
     # for them.)
-    shown = ("uuid", "slug", "title", "subtitle", "author", "language", "page_size",
-             "sealed_pages", "last_seq", "schema_version")
+    shown: tuple[str, ...] = (
+        "uuid", "slug", "title", "subtitle", "author", "language", "page_size", "sealed_pages",
+        "last_seq", "schema_version")
 
     @cached_property
     def _etag(self) -> str:
@@ -220,6 +222,7 @@ class RssArchiveDocument(FrozenDocument):
         self.slug, self.number, self.has_next = slug, number, has_next
         self._body, self._modified, self.frozen = body, modified, frozen
         self.final = has_next and frozen
+        self.exported_as_file = frozen  # a twin rendered per request is nobody's file yet
         self._content_etag = bytes_etag(body)
 
     @classmethod
@@ -232,7 +235,7 @@ class RssArchiveDocument(FrozenDocument):
         stored = ArchivePage.objects.select_related("feed").defer("body", "multipart").get(
             feed__slug=slug, number=number)
         frozen = stored.rss is not None
-        body = bytes(stored.rss) if frozen else cls.render_unfrozen(stored)
+        body = cls.render_unfrozen(stored) if stored.rss is None else bytes(stored.rss)
         page = cls(slug, number, body=body, has_next=stored.has_next, modified=stored.modified,
                    frozen=frozen, read_at=read_at)
         if page.final and page.last_modified() is not None:
@@ -255,10 +258,6 @@ class RssArchiveDocument(FrozenDocument):
     def link_next(slug: str, number: int, body: bytes) -> bytes:
         """The twin's bytes once it has its next-archive link."""
         return rss.add_next_archive(body, urls.rss_archive_url(slug, number + 1))
-
-    @property
-    def exported_as_file(self) -> bool:
-        return self.frozen  # a twin rendered per request is nobody's file yet
 
     def last_modified(self) -> int | None:
         return super().last_modified() if self.frozen else None
@@ -312,23 +311,25 @@ class CompleteDocument(FeedDocument):
 
     def _live_rows(self) -> Iterator[atom.EntryRow]:
         feed = self.feed
-        if not feed.last_seq:
-            return
         cut, cut_updated = feed.last_seq, feed.last_updated
+        if not cut or cut_updated is None:  # (a feed with an entry has both)
+            return
         after = None
         while True:
             # Deleted records are read only if deleted after the cut (maybe live at it).
             batch = fastsql.live_records(feed, cut_updated, after_key=after, limit=self.chunk)
-            for pk, key, title, summary, links, updated in batch:
-                if updated <= cut_updated:
+            for record in batch:
+                if record.updated <= cut_updated:
                     # (metadata and created are not shown in an entry)
-                    yield atom.EntryRow(0, LIVE, updated, title, summary, links, key, None,
-                                        updated, None)
-                elif (row := _as_of(pk, cut)) is not None:
+                    yield atom.EntryRow(seq=0, kind=LIVE, updated=record.updated,
+                                        title=record.title, summary=record.summary,
+                                        links=record.links, key=record.key, metadata=None,
+                                        created=record.updated)
+                elif (row := _as_of(record.id, cut)) is not None:
                     yield row
             if len(batch) < self.chunk:
                 return
-            after = batch[-1][1]
+            after = batch[-1].key
 
 
 LIVE = Entry.Kind.UPDATE  # any kind but a deletion renders as an active entry
@@ -337,11 +338,12 @@ LIVE = Entry.Kind.UPDATE  # any kind but a deletion renders as an active entry
 def _as_of(record_id: int, seq: int) -> atom.EntryRow | None:
     """A record as its newest entry at or before `seq` left it; None if it did not exist
     then or was deleted."""
-    row = (Entry.objects.filter(record_id=record_id, seq__lte=seq)  # by (record, seq)
-           .order_by("-seq").values_list(*atom.ENTRY_ROW_COLUMNS).first())
-    if row is None or row[1] == Entry.Kind.DELETE:
+    values = (Entry.objects.filter(record_id=record_id, seq__lte=seq)  # by (record, seq)
+              .order_by("-seq").values_list(*ENTRY_ROW.orm_names)[:1])
+    row = next(iter(ENTRY_ROW.from_values(values)), None)
+    if row is None or row.kind == Entry.Kind.DELETE:
         return None
-    return atom.EntryRow._make(row)
+    return row
 
 
 class PagedFeedDocument(SubscriptionDocument):

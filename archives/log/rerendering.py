@@ -40,6 +40,7 @@ from lxml import etree
 
 from archives.conf import settings
 from archives.db.heads import announce
+from archives.db.rows import ENTRY_ROW
 from archives.documents import atom, base, linkedpages, urls
 from archives.documents.feeds import ArchiveDocument, RssArchiveDocument
 from archives.models import ArchivePage, Entry, Feed, Record, SnapshotPage
@@ -131,8 +132,9 @@ class _Pages:
         when it has that base URL already or does not reproduce."""
         self.on_document()
         feed, number = self.feed, page.number
-        body, rss, multipart = (None if value is None else bytes(value)
-                                for value in (page.body, page.rss, page.multipart))
+        body = bytes(page.body)
+        rss, multipart = (None if value is None else bytes(value)
+                          for value in (page.rss, page.multipart))
         self_link = etree.fromstring(body).find(f"{atom.A}link[@rel='self']").get("href")
         old_base = _base_of(self_link, urls.url_path("archives:archive", feed.slug, number))
         if old_base == self.base_url:
@@ -141,17 +143,20 @@ class _Pages:
         rows = atom.entry_rows(feed, page.first_seq, page.last_seq)
         # Each format as it was sealed (a next-archive link came later, maybe from a sealer
         # that already had the new base URL) and its renderer, given has_next.
-        as_atom, as_rss = _as_atom_shows_it(feed, body), rss and _as_rss_shows_it(feed, rss)
+        as_atom = _as_atom_shows_it(feed, body)
         # (A page sealed before its DELETE entities had a Content-Type keeps them so.)
         typed = multipart is None or linkedpages.deletions_typed(multipart)
-        renderings = {
+        renderings: dict[str, tuple[bytes | None, Callable[[bool], bytes]]] = {
             "Atom": (_without_next_archive(body, ATOM_NEXT), lambda has_next:
                      ArchiveDocument.freeze(as_atom, number, rows, has_next=has_next)[0]),
-            "RSS": (rss and _without_next_archive(rss, RSS_NEXT), lambda has_next:
-                    RssArchiveDocument.freeze(as_rss, number, rows, has_next=has_next)),
-            "linked page": (multipart, lambda has_next: linkedpages.render_page(
-                feed, rows, typed_deletions=typed)),
         }
+        if rss is not None:
+            as_rss = _as_rss_shows_it(feed, rss)
+            renderings["RSS"] = (_without_next_archive(rss, RSS_NEXT), lambda has_next:
+                                 RssArchiveDocument.freeze(as_rss, number, rows,
+                                                           has_next=has_next))
+        renderings["linked page"] = (multipart, lambda has_next: linkedpages.render_page(
+            feed, rows, typed_deletions=typed))
         new = {}
         for name, (sealed, render) in renderings.items():
             if sealed is None:  # a format not frozen yet: the backfill renders it anew
@@ -175,7 +180,7 @@ class _Pages:
             for page in pages:
                 if not ArchivePage.objects.filter(
                         pk=page.pk, modified=page.modified, has_next=page.has_next).update(
-                        body=page.body, etag=base.bytes_etag(page.body), rss=page.rss,
+                        body=page.body, etag=base.bytes_etag(bytes(page.body)), rss=page.rss,
                         multipart=page.multipart,
                         modified=max(now, _next_second(page.modified))):
                     changed.append(page)
@@ -211,9 +216,9 @@ class _Pages:
         seqs = [linkedpages.entry_seq(part) for part in parts]
         # (The range lets the (feed, seq) index find them: IN alone made PostgreSQL read
         # every entry of the feed.)
-        rows = {row[0]: atom.EntryRow._make(row) for row in Entry.objects.filter(
+        rows = {row.seq: row for row in ENTRY_ROW.from_values(Entry.objects.filter(
             feed=feed, seq__range=(min(seqs), max(seqs)), seq__in=seqs).order_by()
-            .values_list(*atom.ENTRY_ROW_COLUMNS)}
+            .values_list(*ENTRY_ROW.orm_names))}
         first = rows.get(seqs[0])
         old_base = first and _base_of(linkedpages.location_of(parts[0]),
                                       record_path + quote(first.key, safe=""))

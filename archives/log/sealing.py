@@ -24,7 +24,7 @@ from django.db import IntegrityError, models, transaction
 from django.db.models import F, Q, Value
 from django.db.models.functions import Greatest
 
-from archives.db import address, fastsql
+from archives.db import address, fastsql, locks
 from archives.db.heads import announce
 from archives.documents import atom, base, linkedpages
 from archives.documents.feeds import ArchiveDocument, RssArchiveDocument
@@ -139,6 +139,17 @@ def seal_feed(
     return sealed
 
 
+def seal_after_write(feed_id: int, *, max_pages: int) -> list[SealedPage]:
+    """Seal up to `max_pages` of a feed right after a write committed, unless another
+    writer is sealing it at this moment: that one goes on to the pages full by then, and
+    the next write or seal_archives to any filled later (archives/db/locks.py). The
+    sealer never takes that lock: whatever becomes of it, seal_archives still seals."""
+    with locks.sealing_after_write(feed_id) as ours:
+        if not ours:
+            return []
+        return seal_feed(Feed.objects.get(pk=feed_id), max_pages=max_pages)
+
+
 def _pages_per_run(page_size: int) -> int:
     return max(1, min(PAGES_PER_RUN, ENTRIES_PER_RUN // page_size))
 
@@ -162,7 +173,7 @@ def _sealed_page(feed: Feed, number: int) -> SealedPage:
 
 
 def _seal_run(feed: Feed, first: int, last: int, previous,
-              recorded: str) -> list[tuple[bytes, bytes]]:
+              recorded: str) -> list[tuple[bytes, bytes | None]]:
     """Render and store pages first..last; their (Atom, RSS) bodies. `previous` is the
     (number, bodies) this sealer stored last, which saves reading page first-1 back when it
     is that page; `recorded`, the feed's base URL as read before rendering."""
@@ -202,7 +213,8 @@ def _seal_run(feed: Feed, first: int, last: int, previous,
         raise _LostRace from None
     logger.info("sealed %s pages %s..%s (entries %s..%s)", feed.slug, first, last,
                 (first - 1) * size + 1, last * size)
-    return [(page.body, page.rss) for page in pages]
+    return [(bytes(page.body), None if page.rss is None else bytes(page.rss))
+            for page in pages]  # (bytes() of bytes is the same object: no copy)
 
 
 def _frozen_page(feed: Feed, number: int, rows: list[atom.EntryRow], *,
@@ -254,12 +266,12 @@ def _link_previous_page(feed: Feed, number: int, bodies: tuple[bytes, bytes | No
     """Add next-archive to page `number` and to its RSS twin. Only the transaction that
     stores page number + 1 changes them, so bytes this sealer stored are still current.
     A twin not stored yet (migration 0007) stays so: freeze_rss_pages renders it linked."""
-    if bodies is None:
-        bodies = (ArchivePage.objects.select_for_update()
-                  .values_list("body", "rss").get(feed=feed, number=number))
-    body, etag = ArchiveDocument.link_next(feed.slug, number, bytes(bodies[0]))
-    rss = None if bodies[1] is None else RssArchiveDocument.link_next(
-        feed.slug, number, bytes(bodies[1]))
+    stored = bodies if bodies is not None else (
+        ArchivePage.objects.select_for_update().values_list("body", "rss")
+        .get(feed=feed, number=number))
+    body, etag = ArchiveDocument.link_next(feed.slug, number, bytes(stored[0]))
+    rss = None if stored[1] is None else RssArchiveDocument.link_next(
+        feed.slug, number, bytes(stored[1]))
     ArchivePage.objects.filter(feed=feed, number=number).update(
         body=body, etag=etag, has_next=True, rss=rss, modified=_no_earlier("modified", now)
     )

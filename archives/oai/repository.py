@@ -39,7 +39,6 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
-from typing import Any, NamedTuple
 
 from django.db import connection
 from django.db.models import QuerySet
@@ -47,6 +46,7 @@ from django.utils import timezone
 
 from archives.conf import settings
 from archives.db import fastsql, schemas
+from archives.db.rows import OAI_ITEM, OaiItem
 from archives.models import Feed, Record
 
 from .protocol import ListState, Position
@@ -106,32 +106,9 @@ def sample_identifier() -> str:
     return identifier(uuid.UUID(int=0), "isbn-9780141439518")
 
 
-class Item(NamedTuple):
-    """A record as OAI-PMH shows it: its header, and its content unless only headers are
-    asked for. Read as rows, not as models: a list answer is a hundred."""
-
-    key: str
-    datestamp: datetime
-    updated: datetime
-    deleted_at: datetime | None
-    slug: str  # the feed's: the record's set
-    feed_uuid: uuid.UUID
-    id: int
-    title: str = ""
-    summary: str = ""
-    metadata: Any = None
-    links: list = []
-    created: datetime | None = None
-    schema_version: int | None = None  # of its feed's record schema it was checked under
-
-    @property
-    def is_deleted(self) -> bool:
-        return self.deleted_at is not None
-
-
-# Item's fields as the ORM names them (for a lookup by identifier; lists read by fastsql).
-ITEM_FIELDS = ("key", "datestamp", "updated", "deleted_at", "feed__slug", "feed__uuid", "id",
-               "title", "summary", "metadata", "links", "created", "schema_version")
+# A record as OAI-PMH shows it: one row shape (archives/db/rows.py), read by identifier
+# through the ORM and in lists past it (fastsql.oai_records).
+Item = OaiItem
 
 
 def item_by_identifier(text: str) -> Item | None:
@@ -144,8 +121,8 @@ def item_by_identifier(text: str) -> Item | None:
     except ValueError:
         return None
     row = Record.objects.filter(feed__uuid=feed_uuid, key=match[3]).values_list(
-        *ITEM_FIELDS).first()
-    return None if row is None else Item(*row)
+        *OAI_ITEM.orm_names).first()
+    return None if row is None else Item._make(row)
 
 
 @lru_cache(maxsize=schemas.MAX_KEPT)
@@ -192,10 +169,11 @@ def record_page(state: ListState, *, safe: SafePoint, with_metadata: bool) -> Pa
     # completeListSize: counted once, when the list begins (by the (feed, datestamp, id)
     # or the (datestamp, id) index); the token carries it on.
     size = state.size or _matching(feed_id, state).count()
-    after = None if state.after is None else (state.after.datestamp, state.after.id)
-    rows = [Item._make(row) if with_metadata else Item(*row) for row in fastsql.oai_records(
-        feed_id=feed_id, start=state.start, end=state.end, after=after,
-        content=with_metadata, limit=page_size + 1)]
+    # (A record list's position; ListSets' is a feed id.)
+    after = ((state.after.datestamp, state.after.id) if isinstance(state.after, Position)
+             else None)
+    rows = fastsql.oai_records(feed_id=feed_id, start=state.start, end=state.end, after=after,
+                               content=with_metadata, limit=page_size + 1)
     if not rows:
         return None
     floor = state.floor

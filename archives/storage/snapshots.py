@@ -33,6 +33,7 @@ from django.db.models import Count, Exists, OuterRef, Q, Subquery
 
 from archives.conf import settings
 from archives.db import address, fastsql
+from archives.db.rows import ENTRY_ROW
 from archives.documents import atom, base, linkedpages, urls
 from archives.documents.base import bytes_etag
 from archives.models import ArchivePage, Entry, Feed, Snapshot, SnapshotPage
@@ -242,8 +243,8 @@ def live_entities(feed: Feed, cut: int, *, after: int = 0) -> Iterator[bytes]:
     base = urls.record_url_prefix(feed.slug)
     for start in range(max(sealed_seq, after) + 1, cut + 1, WINDOW):
         end = min(cut, start + WINDOW - 1)
-        rows = _live(feed, cut, start, end).order_by("seq").values_list(*atom.ENTRY_ROW_COLUMNS)
-        for row in map(atom.EntryRow._make, rows):
+        rows = _live(feed, cut, start, end).order_by("seq").values_list(*ENTRY_ROW.orm_names)
+        for row in ENTRY_ROW.from_values(rows):
             yield linkedpages.entity(feed, row, base)
 
 
