@@ -2,6 +2,7 @@
 
 Packages by concern, lowest layer first; a module imports only from its own layer or lower:
 
+- conf (this folder): the app's FEEDPUB_* settings and their defaults, which any module reads
 - validation, formats, parameters (this folder): the record rules, ids and dates, request
   parameters (each given once); above them jsoninput (JSON read strictly, to the record
   rules' depth) and models, the tables

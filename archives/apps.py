@@ -8,7 +8,11 @@ class ArchivesConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
+        from archives.conf import settings
         from archives.db.search import register_sqlite_functions
+
+        # A setting missing or unusable stops the process as it starts, naming the setting.
+        settings.check()
 
         # Record search's folding functions, which PostgreSQL has from migration 0017.
         connection_created.connect(register_sqlite_functions,

@@ -10,20 +10,19 @@ import json
 import uuid
 
 from django.apps import apps
-from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models.functions import Cast, Lower
 from django.urls import reverse
 from django.utils import timezone
 
+from .conf import settings
 from .formats import record_atom_id
 
 MAX_PAGE_SIZE = 10_000
 
-validate_language = RegexValidator(
-    r"^[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*\Z",
-    "Enter a language tag (BCP 47) such as en, de or pt-BR.")
+validate_language = RegexValidator(r"^[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*\Z",
+                                   "Enter a language tag (BCP 47) such as en, de or pt-BR.")
 
 
 def default_page_size() -> int:
@@ -34,22 +33,23 @@ def default_language() -> str:
     return settings.FEEDPUB_LANGUAGE
 
 
-# A full page is not sealed yet: page sealed_pages + 1 ends at or before last_seq. The
-# condition of the partial index `feed_needs_sealing` and of the sealer's query, spelled
-# once so that the planner sees the same expression in both. In bigint: the product of two
-# integer columns would overflow PostgreSQL's integer, failing every write to a large feed.
+# A full page not sealed yet (page sealed_pages + 1 ends at or before last_seq): the condition
+# of the partial index `feed_needs_sealing` and of the sealer's query, spelled once so that the
+# planner sees one expression. In bigint: two integer columns' product overflows an integer.
 NEEDS_SEALING = ("last_seq__gte",
                  (Cast("sealed_pages", models.BigIntegerField()) + 1) * models.F("page_size"))
 
 
-# Fixed once a feed has an entry (Feed.frozen_fields).
+# Fixed once a feed has an entry (Feed.frozen_fields), whose promises begin then: its slug is
+# in every record, archive and snapshot URL and in its records' OAI-PMH set and `dc:identifier`,
+# which harvesters keep (deletedRecord=persistent), and its page size sets every page's range.
+# Nor is the feed ever deleted (Feed.deletable); archives.log.publishing enforces both.
 FROZEN_FIELDS = ("slug", "page_size")
 
 
 class Feed(models.Model):
-    # Unique ignoring case too (the `feed_slug_unique_ignoring_case` constraint): kept as
-    # given, but `race` and `Race` would be one folder of exported pages on storage that
-    # ignores case, and one feed to a person reading them.
+    # Unique ignoring case too (`feed_slug_unique_ignoring_case`), kept as given: `race` and
+    # `Race` would be one folder on storage that ignores case, and one feed to a reader.
     slug = models.SlugField(
         max_length=100, unique=True,
         help_text="The feed's URL name (letters, digits, - and _; unique whatever the case); "
@@ -74,10 +74,9 @@ class Feed(models.Model):
     last_updated = models.DateTimeField(null=True, blank=True, editable=False)
     # How far the feed is sealed: pages 1..sealed_pages hold entries 1..sealed_pages*page_size.
     sealed_pages = models.PositiveIntegerField(default=0, editable=False)
-    # When documents' bytes last changed, for their Last-Modified (archives/documents/base.py);
-    # apart from entries' `updated`, since a seal or a retitle changes bytes too.
-    # The feed's own description (slug, title, subtitle, author, language): every document
-    # shows it.
+    # When documents' bytes last changed, for their Last-Modified (archives/documents/base.py),
+    # apart from entries' `updated` (a seal or a retitle changes bytes too). The feed's own
+    # description (slug, title, subtitle, author, language), which every document shows:
     description_modified = models.DateTimeField(default=timezone.now, editable=False)
     # The subscription document: every write, seal and description change.
     subscription_modified = models.DateTimeField(default=timezone.now, editable=False)
@@ -92,15 +91,13 @@ class Feed(models.Model):
     class Meta:
         ordering = ["slug"]
         indexes = [
-            # Serves the sealer's pass (archives.log.sealing.seal_all): only feeds with a
-            # full page not sealed yet are in it, so a pass over 100,000 feeds with nothing
-            # to seal reads an empty index instead of every feed.
+            # Serves the sealer's pass (archives.log.sealing.seal_all): only feeds with a full
+            # page not sealed yet are in it, so 100,000 feeds with none read an empty index.
             models.Index(fields=["id"], condition=models.Q(NEEDS_SEALING),
                          name="feed_needs_sealing"),
         ]
         constraints = [
-            # The write path names the feed in the way (publishing.check_slug); this
-            # stops what bypasses it, or races it.
+            # publishing.check_slug names the feed in the way; this stops what bypasses or races it.
             models.UniqueConstraint(Lower("slug"), name="feed_slug_unique_ignoring_case",
                                     violation_error_message="Another feed has this slug in "
                                                             "another case."),
@@ -125,13 +122,6 @@ class Feed(models.Model):
     def full_pages(self) -> int:
         """How many pages the entries written so far fill (sealed or not yet)."""
         return self.last_seq // self.page_size
-
-    # A feed's promises begin with its first entry: from then on its slug is in every
-    # record, archive and snapshot URL and in its records' OAI-PMH set and `dc:identifier`,
-    # which harvesters keep (deletedRecord=persistent: a deleted record stays visible as
-    # deleted), and its page size sets every page's range. So both are fixed and the feed
-    # is never deleted (archives.log.publishing enforces it; the API and the admin ask
-    # these two properties).
 
     @property
     def frozen_fields(self) -> list[str]:
@@ -224,8 +214,7 @@ class Entry(models.Model):
     # The record's metadata as it was at this entry, for the linked-pages entities. Null on
     # entries written before it was kept (migration 0005) whose record has changed since.
     metadata = models.JSONField(null=True, blank=True)
-    # The version of the feed's record schema the record was checked under at this entry
-    # (RecordSchema.version), None when the feed had none, and on deletion entries.
+    # The feed's schema version (RecordSchema.version) it was checked under; None: none, or deleted.
     schema_version = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
@@ -267,8 +256,7 @@ class RecordSchema(models.Model):
     class Meta:
         ordering = ["feed", "version"]
         constraints = [
-            # Serves /feeds/<slug>/schema/<version> and the write path's check: WHERE
-            # feed_id = ? AND version = ?
+            # Serves /feeds/<slug>/schema/<version> and the write path: WHERE feed_id, version
             models.UniqueConstraint(fields=["feed", "version"],
                                     name="record_schema_unique_version_per_feed"),
         ]
@@ -306,13 +294,11 @@ class ArchivePage(models.Model):
     # The same entries as linked-pages page `number`: a multipart/mixed body, frozen at
     # seal time (archives/documents/linkedpages.py). Its links are headers, so it never changes.
     multipart = models.BinaryField(null=True)
-    # The RSS 2.0 twin of `body` (archives/documents/rss.py), frozen in the same transaction and
-    # given its next-archive link at the same moment. Null on pages sealed before it was
-    # stored (migration 0007) until sealing.freeze_rss_pages backfills it.
+    # The RSS 2.0 twin of `body` (archives/documents/rss.py), frozen and given its next-archive
+    # link with it; null on pages sealed before migration 0007 until sealing.freeze_rss_pages.
     rss = models.BinaryField(null=True)
-    # The `modified` of the version written to the `feedpub_pages` storage (null: none
-    # yet); behind `modified` while the current version waits for its export
-    # (archives/storage/export.py).
+    # The `modified` of the version in the `feedpub_pages` storage (archives/storage/export.py);
+    # null, or behind `modified`, while the current version waits for its export.
     exported = models.DateTimeField(null=True)
 
     class Meta:
@@ -496,9 +482,8 @@ class Subscription(models.Model):
 
 
 class Heartbeat(models.Model):
-    """When a background process last completed a pass, by its `name` ("sealer": a pass of
-    `seal_archives --watch`): /metrics reads it (feedpub/metrics.py), since those processes
-    run apart from the web's, often in containers of their own."""
+    """When a background process (`name`; "sealer": `seal_archives --watch`) last completed a
+    pass, for /metrics (feedpub/metrics.py): those processes run apart from the web's."""
 
     name = models.CharField(max_length=40, unique=True)
     at = models.DateTimeField()

@@ -179,7 +179,8 @@ async def baseline(base: str, subscribers: int, commits: int, body: bytes) -> li
     """The same POSTs by a bare aiohttp session (the worker's client) at the worker's
     concurrency."""
     import aiohttp
-    from django.conf import settings
+
+    from archives.conf import settings
     latencies: list[float] = []
     connector = aiohttp.TCPConnector(limit=settings.FEEDPUB_WEBSUB_CONCURRENCY)
     async with aiohttp.ClientSession(connector=connector) as client:

@@ -29,7 +29,6 @@ import ipaddress
 import os
 import time
 
-from django.conf import settings
 from django.db.models import BigIntegerField, Count, Min, OuterRef, Q, Subquery
 from django.db.models.functions import Cast
 from django.http import HttpRequest, HttpResponse
@@ -41,6 +40,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import choose_encoder
 from rest_framework.throttling import BaseThrottle
 
+from archives.conf import settings
 from archives.models import NEEDS_SEALING, Entry, Feed, Heartbeat, Subscription
 from archives.push.subscriptions import FEED_VERSION, behind
 from archives.storage.export import pending

@@ -7,11 +7,11 @@ dj-database-url understands (postgres://...) replaces it.
 from __future__ import annotations
 
 import os
-import re
+from collections.abc import Callable
 from ipaddress import IPv4Network, IPv6Network, ip_network
 from pathlib import Path
 from typing import overload
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -83,6 +83,18 @@ def envnetworks(name: str, default: str) -> list[IPv4Network | IPv6Network]:
     return networks
 
 
+def envlist(name: str, default: str) -> list[str]:
+    """Comma-separated values ("a, b" is ["a", "b"])."""
+    return [item.strip() for item in (env(name, default) or "").split(",") if item.strip()]
+
+
+def app_setting(name: str, read: Callable[[str, str], object] = env) -> None:
+    """Set one of the app's settings (archives/conf.py: its default, what it does) from the
+    environment, read by `read`, only when the environment gives it."""
+    if env(name) is not None:
+        globals()[name] = read(name, "")
+
+
 # Development defaults, as healthchecks does: DEBUG is on for `manage.py runserver` in a
 # checkout (the README's quick start); the Docker image sets DEBUG=false, and production
 # then needs a SECRET_KEY.
@@ -108,52 +120,24 @@ SECURE_HSTS_PRELOAD = envbool("SECURE_HSTS_PRELOAD", str(not DEBUG))
 SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = envbool("SECURE_COOKIES", str(not DEBUG))
 CSRF_TRUSTED_ORIGINS = [o for o in (env("CSRF_TRUSTED_ORIGINS", "") or "").split(",") if o]
 
-# Every URL inside a document is absolute and built from this one setting, so that a
-# frozen archive page never depends on the Host of the request that happened to seal it.
-FEEDPUB_BASE_URL = (env("FEEDPUB_BASE_URL", "http://127.0.0.1:8000") or "").rstrip("/")
-if not FEEDPUB_BASE_URL.startswith(("http://", "https://")):
-    raise ImproperlyConfigured("FEEDPUB_BASE_URL must be an absolute http(s) URL")
-FEEDPUB_PAGE_SIZE = envint("FEEDPUB_PAGE_SIZE", "100")
-# A new feed's language (its documents' xml:lang) unless it is given one.
-FEEDPUB_LANGUAGE = env("FEEDPUB_LANGUAGE", "en")
-# Seal full pages right after the write that filled them commits (a sealer process
-# running `seal_archives --watch` does the same job; either is enough).
-FEEDPUB_SEAL_ON_WRITE = envbool("FEEDPUB_SEAL_ON_WRITE", "true")
-# Largest request body the API reads (bytes); a bigger one is refused with 413 before it
-# is parsed. 10 MiB holds a full batch of 1,000 ordinary records; split larger batches.
-FEEDPUB_API_MAX_BODY_BYTES = envint("FEEDPUB_API_MAX_BODY_BYTES", str(10 * 1024 * 1024))
-# max-age of documents that change: the subscription document and the newest archive page.
-FEEDPUB_MAX_AGE = envint("FEEDPUB_MAX_AGE", "60")
-# Seconds after the second of a change before documents carry a Last-Modified for it
-# (archives/documents/base.py): a bound on how long a change takes from its stamp to being
-# visible, plus the clock difference between hosts.
-FEEDPUB_LAST_MODIFIED_SETTLE = envint("FEEDPUB_LAST_MODIFIED_SETTLE", "1")
-# Seconds a superseded snapshot stays readable, for consumers half-way through it.
-FEEDPUB_SNAPSHOT_GRACE_SECONDS = envint("FEEDPUB_SNAPSHOT_GRACE_SECONDS", "3600")
-# OAI-PMH 2.0 at /oai (archives/oai/). Records a list answer holds at most (the rest follows
-# by resumption tokens, which never expire).
-FEEDPUB_OAI_PAGE_SIZE = envint("FEEDPUB_OAI_PAGE_SIZE", "100")
-if FEEDPUB_OAI_PAGE_SIZE < 1:
-    raise ImproperlyConfigured("FEEDPUB_OAI_PAGE_SIZE must be at least 1")
-FEEDPUB_OAI_REPOSITORY_NAME = env("FEEDPUB_OAI_REPOSITORY_NAME", "feedpub")
-# The repository's name in every OAI identifier (oai:<this>:<feed uuid>/<key>): a domain
-# name of yours, set once and never changed, since identifiers must not change. By default
-# the base URL's host when it is a domain name, else feedpub.localhost.
-_OAI_DOMAIN = r"[a-zA-Z][a-zA-Z0-9\-]*(\.[a-zA-Z][a-zA-Z0-9\-]*)+"
-_base_host = urlsplit(FEEDPUB_BASE_URL).hostname or ""
-FEEDPUB_OAI_REPOSITORY_ID = env(
-    "FEEDPUB_OAI_REPOSITORY_ID",
-    _base_host if re.fullmatch(_OAI_DOMAIN, _base_host) else "feedpub.localhost")
-if not re.fullmatch(_OAI_DOMAIN, FEEDPUB_OAI_REPOSITORY_ID or ""):
-    raise ImproperlyConfigured("FEEDPUB_OAI_REPOSITORY_ID must be a domain name such as "
-                               "feeds.example.org (the oai-identifier scheme's rule)")
-FEEDPUB_OAI_ADMIN_EMAIL = env("FEEDPUB_OAI_ADMIN_EMAIL", f"feedpub@{FEEDPUB_OAI_REPOSITORY_ID}")
-if not re.fullmatch(r"\S+@(\S+\.)+\S+", FEEDPUB_OAI_ADMIN_EMAIL or ""):
-    raise ImproperlyConfigured("FEEDPUB_OAI_ADMIN_EMAIL must be an e-mail address")
-# Bytes of final archive pages each process keeps in memory; subscription documents,
-# gzip-encoded documents and pages for people take up to 1/8 more each, date routes 1/64,
-# and charts 8 MiB: 97 MiB a gunicorn worker by default (docs/deploying/compose.md).
-FEEDPUB_PAGE_CACHE_BYTES = envint("FEEDPUB_PAGE_CACHE_BYTES", str(64 * 1024 * 1024))
+# The app's own settings: archives/conf.py holds each default and says what it does; this
+# project sets one only when the environment gives it (`app_setting`), so that a default
+# lives in one place. The app has none for FEEDPUB_BASE_URL, the public URL every URL inside
+# a document is built from: a checkout serves at runserver's address.
+FEEDPUB_BASE_URL = env("FEEDPUB_BASE_URL", "http://127.0.0.1:8000")
+app_setting("FEEDPUB_PAGE_SIZE", envint)
+app_setting("FEEDPUB_LANGUAGE")
+app_setting("FEEDPUB_SEAL_ON_WRITE", envbool)
+app_setting("FEEDPUB_API_MAX_BODY_BYTES", envint)
+app_setting("FEEDPUB_MAX_AGE", envint)
+app_setting("FEEDPUB_LAST_MODIFIED_SETTLE", envint)
+app_setting("FEEDPUB_SNAPSHOT_GRACE_SECONDS", envint)
+app_setting("FEEDPUB_PAGE_CACHE_BYTES", envint)
+# OAI-PMH 2.0 at /oai (archives/oai/).
+app_setting("FEEDPUB_OAI_PAGE_SIZE", envint)
+app_setting("FEEDPUB_OAI_REPOSITORY_NAME")
+app_setting("FEEDPUB_OAI_REPOSITORY_ID")
+app_setting("FEEDPUB_OAI_ADMIN_EMAIL")
 
 # The admin's site header and the title of its pages (feedpub/admin.py): what the team that
 # keeps the records calls the site.
@@ -161,42 +145,23 @@ FEEDPUB_ADMIN_TITLE = env("FEEDPUB_ADMIN_TITLE", "feedpub") or "feedpub"
 
 # WebSub (W3C): feedpub is its own hub at /websub/ (archives/push/); the websub_worker
 # process verifies intents and delivers changes (docs/consuming/websub.md#the-worker).
-# Callback hosts the hub accepts, as ALLOWED_HOSTS patterns ("*" any, ".example.org" that
-# domain and its subdomains).
-FEEDPUB_WEBSUB_CALLBACK_HOSTS = [
-    h.strip() for h in (env("FEEDPUB_WEBSUB_CALLBACK_HOSTS", "*") or "").split(",") if h.strip()]
-# Whether callbacks at loopback, private, link-local, multicast or reserved addresses are
-# called (checked on each connection, after name resolution). Off: a public hub must not
-# be made to send requests into the network it runs in. Read by the hub (web) for each
-# request and recorded with the subscription; the worker calls as recorded.
-FEEDPUB_WEBSUB_ALLOW_PRIVATE_CALLBACKS = envbool("FEEDPUB_WEBSUB_ALLOW_PRIVATE_CALLBACKS",
-                                                 "false")
-# Subscription requests allowed per client address (as FEEDPUB_API_ANON_RATE; "off": none).
-FEEDPUB_WEBSUB_RATE = envrate("FEEDPUB_WEBSUB_RATE", "60/minute")
-# Leases (seconds): granted when hub.lease_seconds is absent, and the range granted (a
-# lease asked for outside it is brought within).
-FEEDPUB_WEBSUB_LEASE_SECONDS = envint("FEEDPUB_WEBSUB_LEASE_SECONDS", str(10 * 24 * 3600))
-FEEDPUB_WEBSUB_MIN_LEASE_SECONDS = envint("FEEDPUB_WEBSUB_MIN_LEASE_SECONDS", "60")
-FEEDPUB_WEBSUB_MAX_LEASE_SECONDS = envint("FEEDPUB_WEBSUB_MAX_LEASE_SECONDS",
-                                          str(365 * 24 * 3600))
-# A failed delivery is retried after RETRY_SECONDS, then twice as long each time (at most an
-# hour); after MAX_ATTEMPTS failures in a row the subscription is ended (10 s and 10
-# attempts: 9 waits, 10 s x (2^9 - 1) = 5,110 s, ~1.4 h). The worker refuses values below 1.
-FEEDPUB_WEBSUB_RETRY_SECONDS = envint("FEEDPUB_WEBSUB_RETRY_SECONDS", "10")
-FEEDPUB_WEBSUB_MAX_ATTEMPTS = envint("FEEDPUB_WEBSUB_MAX_ATTEMPTS", "10")
-# Seconds a callback has to answer a verification or a delivery.
-FEEDPUB_WEBSUB_TIMEOUT = envint("FEEDPUB_WEBSUB_TIMEOUT", "10")
-# Deliveries in flight at once, per worker.
-FEEDPUB_WEBSUB_CONCURRENCY = envint("FEEDPUB_WEBSUB_CONCURRENCY", "200")
-# How often the worker looks at the database without being woken: on SQLite always, on
-# PostgreSQL as the fallback of LISTEN (a missed notification waits at most this long).
-FEEDPUB_WEBSUB_POLL_SECONDS = envint("FEEDPUB_WEBSUB_POLL_SECONDS", "5")
+app_setting("FEEDPUB_WEBSUB_CALLBACK_HOSTS", envlist)
+app_setting("FEEDPUB_WEBSUB_ALLOW_PRIVATE_CALLBACKS", envbool)
+app_setting("FEEDPUB_WEBSUB_RATE", envrate)
+app_setting("FEEDPUB_WEBSUB_LEASE_SECONDS", envint)
+app_setting("FEEDPUB_WEBSUB_MIN_LEASE_SECONDS", envint)
+app_setting("FEEDPUB_WEBSUB_MAX_LEASE_SECONDS", envint)
+app_setting("FEEDPUB_WEBSUB_RETRY_SECONDS", envint)
+app_setting("FEEDPUB_WEBSUB_MAX_ATTEMPTS", envint)
+app_setting("FEEDPUB_WEBSUB_TIMEOUT", envint)
+app_setting("FEEDPUB_WEBSUB_CONCURRENCY", envint)
+app_setting("FEEDPUB_WEBSUB_POLL_SECONDS", envint)
 # Exported pages (archives/storage/export.py, docs/deploying/exported-pages.md): sealed pages
 # written as files for nginx, a CDN or an S3 website endpoint to serve without Django.
 # The `feedpub_pages` storage: a local directory (FEEDPUB_PAGES_DIR) by default, or any
 # S3-compatible bucket when FEEDPUB_PAGES_BUCKET is set (credentials as boto3 reads them:
 # AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, or an instance role).
-FEEDPUB_EXPORT_PAGES = envbool("FEEDPUB_EXPORT_PAGES", "true")
+app_setting("FEEDPUB_EXPORT_PAGES", envbool)
 FEEDPUB_PAGES_DIR = Path(env("FEEDPUB_PAGES_DIR", str(BASE_DIR / "var" / "pages")))
 FEEDPUB_PAGES_BUCKET = env("FEEDPUB_PAGES_BUCKET", "")
 if FEEDPUB_PAGES_BUCKET:
@@ -216,18 +181,9 @@ else:
     }
 # Polls from memory and long polling (archives/db/heads.py, archives/serving/longpoll.py; README
 # "Polling, long polling").
-# How many feeds' heads (Feed rows, ~1 KB each) each process keeps for polls, kept fresh
-# by PostgreSQL LISTEN/NOTIFY; the least recently polled go first. 0: every poll reads
-# the database, as on SQLite.
-FEEDPUB_HEADS_CACHE_SIZE = envint("FEEDPUB_HEADS_CACHE_SIZE", "10000")
-# The longest a `Prefer: wait=N` request is held (seconds), on the ASGI server only.
-FEEDPUB_LONG_POLL_MAX_WAIT = envint("FEEDPUB_LONG_POLL_MAX_WAIT", "30")
-# How many long-polled requests the ASGI server has Django answer at once, each of which
-# may hold a database connection (a waiting poll holds none): with the heads' listener and
-# reader, the most connections a long-poll process opens, however many polls it holds.
-FEEDPUB_LONG_POLL_DB_CONNECTIONS = envint("FEEDPUB_LONG_POLL_DB_CONNECTIONS", "8")
-if FEEDPUB_LONG_POLL_DB_CONNECTIONS < 1:
-    raise ImproperlyConfigured("FEEDPUB_LONG_POLL_DB_CONNECTIONS must be at least 1")
+app_setting("FEEDPUB_HEADS_CACHE_SIZE", envint)
+app_setting("FEEDPUB_LONG_POLL_MAX_WAIT", envint)
+app_setting("FEEDPUB_LONG_POLL_DB_CONNECTIONS", envint)
 
 # /metrics (feedpub/metrics.py): open to loopback and to these networks (CIDRs, comma-
 # separated; none by default: a private address is no proof of being inside, see
@@ -369,10 +325,8 @@ AUTH_PASSWORD_VALIDATORS = [
 
 # Request rates allowed per API client (archives/api/throttling.py), counted in the shared
 # cache (CACHES above): anonymous clients by address, the others by user (token).
-FEEDPUB_API_ANON_RATE = envrate("FEEDPUB_API_ANON_RATE", "600/minute")
-# 400 a second: a producer's writes at full speed (bench/single_put.py) stay below it. It
-# was 6,000 a minute counted per worker: with 4 workers, the 24,000 it is now for them all.
-FEEDPUB_API_USER_RATE = envrate("FEEDPUB_API_USER_RATE", "24000/minute")
+app_setting("FEEDPUB_API_ANON_RATE", envrate)
+app_setting("FEEDPUB_API_USER_RATE", envrate)
 
 # The producer API (archives/api). Token first: an anonymous write then gets 401 with
 # `WWW-Authenticate: Token` rather than 403; sessions serve the browsable API.

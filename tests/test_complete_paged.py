@@ -10,11 +10,11 @@ from datetime import UTC, datetime, timedelta
 import feedparser
 import podcastparser
 import pytest
-from django.conf import settings
 from django.utils.http import http_date
 from feedpub_consumer.http import parse_links
 from lxml import etree
 
+from archives.conf import settings
 from archives.documents import atom, base
 from archives.documents.feeds import CompleteDocument
 from archives.log import publishing

@@ -86,9 +86,10 @@ def headings(path: Path) -> dict[str, str]:
 
 def resolve(cited: str, citing: Path) -> Path | None:
     """The file a citation names: from the repository's root, the citing file's folder or
-    one above it (`documents/base.py` in archives/log/), Django's template folder, or
-    mkdocs.yml's docs_dir."""
-    bases = [ROOT, *citing.parents, ROOT / "templates", ROOT / "docs"]
+    one above it (`documents/base.py` in archives/log/), Django's template folders (the
+    project's and the app's), or mkdocs.yml's docs_dir."""
+    bases = [ROOT, *citing.parents, ROOT / "templates", ROOT / "archives" / "templates",
+             ROOT / "docs"]
     for base in bases:
         candidate = (base / cited).resolve()
         if candidate.is_relative_to(ROOT) and candidate.is_file():

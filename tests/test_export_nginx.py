@@ -14,6 +14,7 @@ from datetime import timedelta
 import pytest
 from django.db.models import F
 
+from archives import conf
 from archives.documents import base
 from archives.log import publishing
 from archives.log.sealing import seal_feed
@@ -38,7 +39,7 @@ def served(live_server, settings, transactional_db, tmp_path, pages_dir):
     """nginx with the deploy template, serving the test's exported pages directory."""
     require_nginx()
     nginx = Nginx(tmp_path / "nginx", f"127.0.0.1:{live_server.thread.port}",
-                  pages_dir=pages_dir, max_age=settings.FEEDPUB_MAX_AGE,
+                  pages_dir=pages_dir, max_age=conf.settings.FEEDPUB_MAX_AGE,
                   secure=secure_variables(settings))
     settings.FEEDPUB_BASE_URL = nginx.url  # before any page is sealed: pages keep it
     nginx.start()

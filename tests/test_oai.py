@@ -16,6 +16,7 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from lxml import etree
 
+from archives import conf
 from archives.log import publishing
 from archives.models import Feed, Record
 from archives.oai import repository
@@ -392,7 +393,7 @@ def test_a_writer_in_flight_holds_the_horizon_at_its_transactions_start(client, 
         first = ask(client, verb="ListIdentifiers", metadataPrefix="oai_dc")
         second = ask(client, verb="ListIdentifiers", resumptionToken=token_of(first).text)
         assert identifiers(second.xpath("//o:header", namespaces=NS)) == [oai_id(books, "r3")]
-        horizon_second = int(started[0].timestamp()) - settings.FEEDPUB_LAST_MODIFIED_SETTLE
+        horizon_second = int(started[0].timestamp()) - conf.settings.FEEDPUB_LAST_MODIFIED_SETTLE
         assert response_date(second) == datetime.fromtimestamp(horizon_second, UTC).strftime(
             "%Y-%m-%dT%H:%M:%SZ")
     finally:

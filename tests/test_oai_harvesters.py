@@ -20,6 +20,7 @@ from oaipmh_scythe import Scythe
 from oaipmh_scythe.exceptions import NoRecordsMatch
 from oaipmh_scythe.response import OAIResponse
 
+from archives import conf
 from archives.log import publishing
 from archives.models import Feed, Record
 from archives.oai import repository
@@ -119,7 +120,7 @@ def test_incremental_harvests_during_concurrent_writes_equal_the_database(
     harvest from the previous responseDate, applied in order, ends equal to the database."""
     settings.FEEDPUB_BASE_URL = live_server.url
     settings.FEEDPUB_OAI_PAGE_SIZE = 5
-    assert settings.FEEDPUB_LAST_MODIFIED_SETTLE == 1
+    assert conf.settings.FEEDPUB_LAST_MODIFIED_SETTLE == 1
     feeds = [FeedFactory(slug=f"busy-{n}", page_size=10) for n in range(3)]
     announce = publishing.announce
     held = threading.local()

@@ -14,6 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from feedpub_consumer.http import parse_links
 from lxml import etree
 
+from archives import conf
 from archives.documents import atom, urls
 from archives.log import publishing
 from archives.log.sealing import seal_feed
@@ -142,9 +143,9 @@ def test_only_a_page_with_its_next_archive_link_is_immutable(client, sealed_feed
     assert client.get("/feeds/books/archives/1/")["Cache-Control"] == \
         "public, max-age=31536000, immutable"
     assert client.get("/feeds/books/archives/2/")["Cache-Control"] == \
-        f"public, max-age={settings.FEEDPUB_MAX_AGE}"
+        f"public, max-age={conf.settings.FEEDPUB_MAX_AGE}"
     assert client.get("/feeds/books/")["Cache-Control"] == \
-        f"public, max-age={settings.FEEDPUB_MAX_AGE}"
+        f"public, max-age={conf.settings.FEEDPUB_MAX_AGE}"
 
 
 @pytest.mark.parametrize("url", ["/feeds/books/", "/feeds/books/archives/1/",

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from urllib.parse import urlencode
 
-from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db.models import Count, Q
@@ -15,6 +14,7 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
 from archives import validation
+from archives.conf import settings
 from archives.db import django_internals, schemas
 from archives.documents import urls
 from archives.log import publishing, sealing

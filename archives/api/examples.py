@@ -10,13 +10,13 @@ Without them Swagger UI makes its own from the field types (`"href": "string"`,
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.core.exceptions import ValidationError
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter
 from rest_framework.exceptions import NotAcceptable, UnsupportedMediaType
 
 from archives import validation
+from archives.conf import settings
 from archives.log.publishing import FROZEN
 
 from .parsers import BodyTooLarge, LengthRequired

@@ -12,12 +12,13 @@ import json
 import re
 from typing import Any
 
-from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.urls import reverse
 from rest_framework.exceptions import NotFound
 from rest_framework.pagination import Cursor, CursorPagination
 from rest_framework.utils.encoders import JSONEncoder
+
+from archives.conf import settings
 
 from .exceptions import Invalid
 

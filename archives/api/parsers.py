@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from django.conf import settings
 from rest_framework import renderers
 from rest_framework.exceptions import APIException, ParseError
 from rest_framework.parsers import BaseParser
 
 from archives import jsoninput
+from archives.conf import settings
 
 
 class BodyTooLarge(APIException):

@@ -8,7 +8,6 @@ import re
 from datetime import UTC
 from typing import Any
 
-from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.validators import RegexValidator
 from django.urls import reverse
@@ -16,6 +15,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from archives import validation
+from archives.conf import settings
 from archives.db import schemas
 from archives.documents.records import record_json
 from archives.documents.urls import schema_url

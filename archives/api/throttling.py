@@ -8,9 +8,9 @@ however many web workers and containers serve it.
 
 from __future__ import annotations
 
-from django.conf import settings
 from rest_framework.throttling import AnonRateThrottle, UserRateThrottle
 
+from archives.conf import settings
 from archives.db.cache import WindowThrottle
 
 

@@ -11,9 +11,9 @@ under another address (one query, once per feed): one service, one address. Only
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.core.management.base import CommandError
 
+from archives.conf import settings
 from archives.models import Feed
 
 

@@ -53,9 +53,9 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from functools import partial
 
-from django.conf import settings
 from django.db import connection, connections, transaction
 
+from archives.conf import settings
 from archives.models import Feed
 
 from . import fastsql

@@ -32,10 +32,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import NamedTuple
 
-from django.conf import settings
 from django.utils.http import http_date
 
 from archives import formats, validation
+from archives.conf import settings
 from archives.models import Feed
 
 from . import atom
@@ -182,7 +182,7 @@ def bytes_etag(body: bytes) -> str:
 # is compressed once per process (a sealed page costs no more gzipped than plain), rather
 # than stored compressed beside the page, which would slow sealing down for the few
 # processes that have not compressed it yet.
-gzipped_bodies = PageCache(max(settings.FEEDPUB_PAGE_CACHE_BYTES // 8, 1))
+gzipped_bodies = PageCache(lambda: settings.FEEDPUB_PAGE_CACHE_BYTES // 8)
 
 
 def gzip_etag(etag: str) -> str:
@@ -211,11 +211,11 @@ class Rendered(NamedTuple):
 # The newest rendering of each feed's subscription document (keyed by slug) and of its
 # unsealed linked pages, trusted only while their ETag is current, so repeated polls
 # between two writes render nothing.
-subscription_bodies = PageCache(max(settings.FEEDPUB_PAGE_CACHE_BYTES // 8, 1))
+subscription_bodies = PageCache(lambda: settings.FEEDPUB_PAGE_CACHE_BYTES // 8)
 
 
 # Archive pages whose bytes are final, kept in each process (see archives/documents/pagecache.py).
-final_pages = PageCache(settings.FEEDPUB_PAGE_CACHE_BYTES)
+final_pages = PageCache(lambda: settings.FEEDPUB_PAGE_CACHE_BYTES)
 
 
 class FrozenDocument(Document):

@@ -12,8 +12,7 @@ from collections.abc import Iterator
 from datetime import datetime
 from functools import cached_property
 
-from django.conf import settings
-
+from archives.conf import settings
 from archives.db import fastsql
 from archives.db.heads import heads
 from archives.db.rows import ENTRY_ROW
@@ -173,7 +172,7 @@ class ArchiveDocument(FrozenDocument):
 # The sealed page a date route leads to, by (slug, instant): final once found, since a
 # page sealed later has a larger number (and later entries), and a feed with a sealed page
 # can be neither renamed nor deleted. Date routes into the sealed range then cost no query.
-sealed_pages_by_date = PageCache(max(settings.FEEDPUB_PAGE_CACHE_BYTES // 64, 1))
+sealed_pages_by_date = PageCache(lambda: settings.FEEDPUB_PAGE_CACHE_BYTES // 64)
 _DATE_ROUTE_BYTES = 200  # about what one cached route holds (its key and bookkeeping)
 
 

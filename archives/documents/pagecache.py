@@ -12,18 +12,26 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 
 class PageCache:
-    """Least-recently-used values, up to `max_bytes` of their sizes; safe across threads."""
+    """Least-recently-used values, up to `max_bytes` of their sizes; safe across threads.
+    `max_bytes` may be a function, asked on first use: a size read from the settings is then
+    the one the process runs with, not the one it was importing with."""
 
-    def __init__(self, max_bytes: int):
-        self.max_bytes = max_bytes
+    def __init__(self, max_bytes: int | Callable[[], int]):
+        self._max_bytes = max_bytes
         self._values: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
+
+    @property
+    def max_bytes(self) -> int:
+        if callable(self._max_bytes):
+            self._max_bytes = max(self._max_bytes(), 1)
+        return self._max_bytes
 
     def get(self, key: Hashable) -> Any | None:
         with self._lock:

@@ -7,9 +7,8 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-from django.conf import settings
-
 from archives import formats
+from archives.conf import settings
 from archives.models import Record
 
 from . import atom, base, urls

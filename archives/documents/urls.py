@@ -13,11 +13,11 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import lru_cache
 
-from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.urls import get_script_prefix, reverse
 
+from archives.conf import settings
 from archives.models import Feed
 
 

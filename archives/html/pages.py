@@ -20,10 +20,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from django.conf import settings
 from django.core.paginator import Page, Paginator
 from django.template.loader import render_to_string
 
+from archives.conf import settings
 from archives.db import schemas
 from archives.db import search as search_records
 from archives.documents import atom, urls
@@ -38,7 +38,7 @@ from . import activity, metadata
 from .metadata import html_link
 
 HTML_TYPE = "text/html; charset=utf-8"
-TEMPLATES = Path(settings.BASE_DIR) / "templates" / "archives"
+TEMPLATES = Path(__file__).resolve().parent.parent / "templates" / "archives"
 # What the pages depend on besides data: these templates and modules (in every ETag).
 PAGES_RENDERER = hashlib.sha256(b"".join(
     path.read_bytes() for path in sorted([*TEMPLATES.glob("*.html"), Path(__file__),
@@ -80,7 +80,7 @@ def _entries(feed: Feed, entries) -> list[EntryView]:
 
 # Rendered pages by ETag: the ETag covers everything a page shows, so a page rendered once
 # is served again until what it shows changes (rendering one takes tens of milliseconds).
-rendered = PageCache(max(settings.FEEDPUB_PAGE_CACHE_BYTES // 8, 1))
+rendered = PageCache(lambda: settings.FEEDPUB_PAGE_CACHE_BYTES // 8)
 
 
 class _HTMLPage(Document):

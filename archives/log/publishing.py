@@ -20,13 +20,13 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
-from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.signals import request_finished, request_started
 from django.db import transaction
 from django.dispatch import receiver
 from django.utils import timezone
 
+from archives.conf import settings
 from archives.db import address, bulkwrite, fastsql, schemas
 from archives.db.heads import announce
 from archives.documents import base

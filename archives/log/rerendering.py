@@ -32,13 +32,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from urllib.parse import quote
 
-from django.conf import settings
 from django.db import models, transaction
 from django.db.models import F, Max, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
 from lxml import etree
 
+from archives.conf import settings
 from archives.db.heads import announce
 from archives.db.rows import ENTRY_ROW
 from archives.documents import atom, base, linkedpages, urls

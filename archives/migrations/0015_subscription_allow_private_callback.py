@@ -3,8 +3,9 @@ the subscriber asks (archives/push/hub.py), so that the worker needs no setting 
 The subscriptions made before get the migrating process's FEEDPUB_WEBSUB_ALLOW_PRIVATE_CALLBACKS:
 the web service's, whose hub accepted them."""
 
-from django.conf import settings
 from django.db import migrations, models
+
+from archives.conf import settings
 
 
 def record_the_setting(apps, schema_editor):

@@ -40,11 +40,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
 
-from django.conf import settings
 from django.db import connection
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from archives.conf import settings
 from archives.db import fastsql, schemas
 from archives.db.rows import OAI_ITEM, OaiItem
 from archives.models import Feed, Record

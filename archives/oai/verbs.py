@@ -13,9 +13,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from django.conf import settings
 from lxml import etree
 
+from archives.conf import settings
 from archives.documents.atom import escape_text
 from archives.documents.urls import url
 from archives.models import Feed

@@ -27,7 +27,6 @@ import re
 import socket
 from urllib.parse import urlsplit
 
-from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
 from django.db import (
@@ -39,6 +38,7 @@ from django.http.request import validate_host
 from django.urls import Resolver404, resolve
 from django.utils import timezone
 
+from archives.conf import settings
 from archives.db.cache import WindowThrottle
 from archives.documents import kinds, linked
 from archives.models import Feed, Subscription

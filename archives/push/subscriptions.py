@@ -12,11 +12,11 @@ import math
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
+from archives.conf import settings
 from archives.documents import base, kinds
 from archives.models import Feed, Subscription
 

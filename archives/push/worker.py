@@ -42,7 +42,6 @@ from collections.abc import Iterable
 from contextlib import nullcontext
 
 import aiohttp
-from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import (
     InterfaceError,
@@ -54,6 +53,7 @@ from django.db.models import Q
 from django.utils import timezone
 from yarl import URL
 
+from archives.conf import settings
 from archives.documents import atom, urls
 from archives.models import Feed, Subscription
 

@@ -20,10 +20,10 @@ from __future__ import annotations
 import logging
 from urllib.parse import urlsplit
 
-from django.conf import settings
 from django.core.exceptions import MiddlewareNotUsed
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
+from archives.conf import settings
 from archives.db.address import WrongBaseURL
 
 logger = logging.getLogger(__name__)

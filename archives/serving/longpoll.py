@@ -49,11 +49,11 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from django.conf import settings
 from django.db import DatabaseError, connection, connections
 from django.urls import Resolver404, resolve
 from prometheus_client import Gauge
 
+from archives.conf import settings
 from archives.db.heads import heads, version
 from archives.documents import kinds
 from archives.models import Feed

@@ -7,7 +7,6 @@ from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from typing import TypeVar
 
-from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured, ObjectDoesNotExist, ValidationError
 from django.core.paginator import Paginator
 from django.http import (
@@ -29,6 +28,7 @@ from django.utils.text import compress_sequence
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST, require_safe
 
+from archives.conf import settings
 from archives.db.heads import heads
 from archives.documents import atom, base, feeds, kinds, linked
 from archives.documents.base import Document

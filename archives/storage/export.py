@@ -50,13 +50,13 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.files.base import ContentFile
 from django.core.files.storage import FileSystemStorage, storages
 from django.db.models import F, Q, QuerySet
 from storages.backends.s3 import S3Storage
 
+from archives.conf import settings
 from archives.db import fastsql
 from archives.documents import base, linkedpages, urls
 from archives.documents.feeds import ArchiveDocument, RssArchiveDocument

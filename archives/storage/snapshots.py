@@ -28,10 +28,10 @@ from collections.abc import Callable, Iterator
 from datetime import timedelta
 from itertools import islice
 
-from django.conf import settings
 from django.db import IntegrityError, InterfaceError, OperationalError, transaction
 from django.db.models import Count, Exists, OuterRef, Q, Subquery
 
+from archives.conf import settings
 from archives.db import address, fastsql
 from archives.db.rows import ENTRY_ROW
 from archives.documents import atom, base, linkedpages, urls

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from feedpub_consumer.progress import (
     add_progress_argument,
@@ -11,6 +10,7 @@ from feedpub_consumer.progress import (
     write_around,
 )
 
+from archives.conf import settings
 from archives.models import Feed
 from archives.storage import export
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from feedpub_consumer.progress import add_progress_argument, progress_bar
 
+from archives.conf import settings
 from archives.log import rerendering
 from archives.models import Feed
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import logging
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from archives.conf import settings
 from archives.management.stopping import GracefulStop
 from archives.push.worker import RoundReport, Worker
 
