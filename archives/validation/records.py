@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
+from operator import attrgetter
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -137,6 +138,12 @@ class RecordData:
 
     def link_dicts(self) -> list[dict[str, str]]:
         return [link.as_dict() for link in self.links]
+
+    def stored(self) -> tuple[Any, ...]:
+        """Its fields in RECORD_FIELDS' order, as a record stores them (links as dicts)."""
+        values = list(_record_fields(self))
+        values[_LINKS] = self.link_dicts()
+        return tuple(values)
 
 
 def clean_key(key: Any) -> str:
@@ -376,4 +383,6 @@ RECORD_CHECKS: tuple[tuple[str, type, Callable[[Any], Any]], ...] = (
 )
 RECORD_FIELDS = tuple(name for name, _, _ in RECORD_CHECKS)
 RECORD_FIELD_SET = frozenset(RECORD_FIELDS)
+_record_fields = attrgetter(*RECORD_FIELDS)
+_LINKS = RECORD_FIELDS.index("links")
 RECORD_FIELD_TYPES = {name: kind for name, kind, _ in RECORD_CHECKS}
