@@ -18,12 +18,11 @@ from django.urls import reverse
 from django.utils import timezone
 
 from .formats import record_atom_id
+from .validation import LANGUAGE_MESSAGE, LANGUAGE_RE, MAX_LANGUAGE_LENGTH
 
 MAX_PAGE_SIZE = 10_000
 
-validate_language = RegexValidator(
-    r"^[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*\Z",
-    "Enter a language tag (BCP 47) such as en, de or pt-BR.")
+validate_language = RegexValidator(LANGUAGE_RE.pattern, LANGUAGE_MESSAGE)
 
 
 def default_page_size() -> int:
@@ -160,6 +159,9 @@ class Record(models.Model):
     metadata = models.JSONField(default=dict, blank=True)
     # [{"href": ..., "rel": ..., "type": ..., "title": ...}], as the producer gave them.
     links = models.JSONField(default=list, blank=True)
+    # Of its title and summary (a BCP 47 tag), when not the feed's: its entry's xml:lang.
+    language = models.CharField(max_length=MAX_LANGUAGE_LENGTH, blank=True, default="",
+                                validators=[validate_language])
     created = models.DateTimeField()
     # The record's last modified time: the `updated` of its newest entry.
     updated = models.DateTimeField()
@@ -221,6 +223,7 @@ class Entry(models.Model):
     title = models.CharField(max_length=1000)
     summary = models.TextField(blank=True)
     links = models.JSONField(default=list, blank=True)
+    language = models.CharField(max_length=MAX_LANGUAGE_LENGTH, blank=True, default="")
     # The record's metadata as it was at this entry, for the linked-pages entities. Null on
     # entries written before it was kept (migration 0005) whose record has changed since.
     metadata = models.JSONField(null=True, blank=True)

@@ -67,6 +67,7 @@ class EntryRow(NamedTuple):
     created: Annotated[datetime, Column("r.created", "record__created", MOMENT)]  # the record's
     # of the feed's record schema it was checked under
     schema_version: Annotated[int | None, Column("e.schema_version", "schema_version")] = None
+    language: Annotated[str, Column("e.language", "language")] = ""  # empty: the feed's
 
 
 class LiveRecord(NamedTuple):
@@ -79,6 +80,7 @@ class LiveRecord(NamedTuple):
     summary: Annotated[str, Column("summary", "summary")]
     links: Annotated[list, Column("links", "links", JSON)]
     updated: Annotated[datetime, Column("updated", "updated", MOMENT)]
+    language: Annotated[str, Column("language", "language")]
 
 
 class OaiItem(NamedTuple):
@@ -101,6 +103,7 @@ class OaiItem(NamedTuple):
     created: Annotated[datetime | None, Column("r.created", "created", MOMENT)] = None
     # of its feed's record schema it was checked under
     schema_version: Annotated[int | None, Column("r.schema_version", "schema_version")] = None
+    language: Annotated[str, Column("r.language", "language")] = ""
 
     @property
     def is_deleted(self) -> bool:

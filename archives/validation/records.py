@@ -26,6 +26,7 @@ MAX_HREF_LENGTH = 2000
 MAX_METADATA_BYTES = 100_000
 # Deeper JSON exhausts Python's recursion limit on its way to the database (a 500).
 MAX_METADATA_DEPTH = 64
+MAX_LANGUAGE_LENGTH = 35
 
 LINK_FIELDS = ("href", "rel", "type", "title")
 LINK_FIELD_SET = frozenset(LINK_FIELDS)
@@ -37,6 +38,12 @@ RECORD_PAGE_TYPE = "text/html"
 FEEDPUB_ALTERNATES = {RECORD_ENTRY_TYPE: "the record's own URL",
                       RECORD_PAGE_TYPE: "the record's page for people"}
 IANA_RELATIONS = "http://www.iana.org/assignments/relation/"
+
+# A language tag (BCP 47) as xml:lang and HTML's lang carry it: a primary subtag, then
+# subtags of letters and digits (a feed's language follows the same rule).
+LANGUAGE_RE = re.compile(r"^[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*\Z")
+LANGUAGE_PATTERN = LANGUAGE_RE.pattern.replace(r"\Z", "$")  # (the OpenAPI schema's)
+LANGUAGE_MESSAGE = "Enter a language tag (BCP 47) such as en, de or pt-BR."
 
 # RFC 3986 "unreserved": a key is one path segment that needs no escaping anywhere.
 KEY_RE = re.compile(r"[A-Za-z0-9._~-]+")
@@ -133,6 +140,7 @@ class RecordData:
     summary: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
     links: tuple[Link, ...] = ()
+    language: str = ""  # of its title and summary, when not the feed's
     # The metadata as JSON text, when validation encoded it: the write path stores it.
     metadata_json: str = field(default="", compare=False, repr=False)
 
@@ -226,6 +234,15 @@ def _text(value: Any, max_length: int, *, required: bool = False) -> str:
     problem = xml_problem(value)
     if problem:
         raise ValidationError(problem)
+    return value
+
+
+def _language(value: Any) -> str:
+    if value is None or value == "":
+        return ""
+    if not isinstance(value, str) or len(value) > MAX_LANGUAGE_LENGTH \
+            or not LANGUAGE_RE.match(value):
+        raise ValidationError(f"{LANGUAGE_MESSAGE} Leave it empty for the feed's language.")
     return value
 
 
@@ -380,6 +397,7 @@ RECORD_CHECKS: tuple[tuple[str, type, Callable[[Any], Any]], ...] = (
     ("summary", str, partial(_text, max_length=MAX_SUMMARY_LENGTH)),
     ("metadata", dict, check_metadata),
     ("links", list, _links),
+    ("language", str, _language),
 )
 RECORD_FIELDS = tuple(name for name, _, _ in RECORD_CHECKS)
 RECORD_FIELD_SET = frozenset(RECORD_FIELDS)
