@@ -31,10 +31,11 @@ def _http_date_of(second: int) -> str:
 
 def record_json(*, feed_uuid: uuid.UUID, key: str, title: str, summary: str, metadata,
                 links: list, created: datetime, updated: datetime, deleted: bool,
-                url: str, schema: str | None = None) -> dict:
+                url: str, schema: str | None = None, language: str = "") -> dict:
     """A record as the API, its own URL and the linked-pages entities show it in JSON;
     `schema`: the URL of the version of its feed's record schema it was checked under
-    (left out when the feed had none, as before schemas existed)."""
+    (left out when the feed had none, as before schemas existed); `language`: the record's
+    own, left out when it has none (its feed's is then its language)."""
     shown = {
         "key": key,
         "atom_id": record_atom_id(feed_uuid, key),
@@ -54,6 +55,8 @@ def record_json(*, feed_uuid: uuid.UUID, key: str, title: str, summary: str, met
     # tests/test_linkedpages.py holds a record without one to the bytes sealed before.
     if schema is not None:
         shown["schema"] = schema
+    if language:
+        shown["language"] = language
     return shown
 
 

@@ -18,11 +18,11 @@ from django.utils import timezone
 
 from .conf import settings
 from .formats import record_atom_id
+from .validation import LANGUAGE_MESSAGE, LANGUAGE_RE, MAX_LANGUAGE_LENGTH
 
 MAX_PAGE_SIZE = 10_000
 
-validate_language = RegexValidator(r"^[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*\Z",
-                                   "Enter a language tag (BCP 47) such as en, de or pt-BR.")
+validate_language = RegexValidator(LANGUAGE_RE.pattern, LANGUAGE_MESSAGE)
 
 
 def default_page_size() -> int:
@@ -80,12 +80,10 @@ class Feed(models.Model):
     description_modified = models.DateTimeField(default=timezone.now, editable=False)
     # The subscription document: every write, seal and description change.
     subscription_modified = models.DateTimeField(default=timezone.now, editable=False)
-    # The FEEDPUB_BASE_URL its documents are sealed under, recorded by its first write or
-    # seal ("" until then); a process configured with another refuses to write or seal,
-    # and only `rerender_documents` moves it (archives/db/address.py).
+    # The FEEDPUB_BASE_URL its documents are sealed under ("" before its first write or seal):
+    # only `rerender_documents` moves it (archives/db/address.py).
     base_url = models.CharField(max_length=2000, blank=True, default="", editable=False)
-    # The version of its record schema in force (RecordSchema.version), None while its
-    # records have no schema. Changed only by archives.log.publishing, under the feed's lock.
+    # Its record schema in force (RecordSchema.version; None: none), set under the feed's lock.
     schema_version = models.PositiveIntegerField(null=True, blank=True, editable=False)
 
     class Meta:
@@ -150,6 +148,8 @@ class Record(models.Model):
     metadata = models.JSONField(default=dict, blank=True)
     # [{"href": ..., "rel": ..., "type": ..., "title": ...}], as the producer gave them.
     links = models.JSONField(default=list, blank=True)
+    language = models.CharField(  # of its title and summary, when not the feed's (BCP 47)
+        max_length=MAX_LANGUAGE_LENGTH, blank=True, default="", validators=[validate_language])
     created = models.DateTimeField()
     # The record's last modified time: the `updated` of its newest entry.
     updated = models.DateTimeField()
@@ -211,6 +211,7 @@ class Entry(models.Model):
     title = models.CharField(max_length=1000)
     summary = models.TextField(blank=True)
     links = models.JSONField(default=list, blank=True)
+    language = models.CharField(max_length=MAX_LANGUAGE_LENGTH, blank=True, default="")
     # The record's metadata as it was at this entry, for the linked-pages entities. Null on
     # entries written before it was kept (migration 0005) whose record has changed since.
     metadata = models.JSONField(null=True, blank=True)

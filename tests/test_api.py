@@ -19,6 +19,7 @@ from archives.documents.records import record_json
 from archives.log import publishing
 from archives.log.sealing import seal_feed
 from archives.models import Entry, Feed, Record
+from archives.validation import RECORD_FIELDS
 
 from .factories import FeedFactory, RecordFactory, record_data
 from .walking import NS
@@ -764,7 +765,9 @@ def test_the_schema_documents_every_endpoint_and_its_errors(anon, db):
         for method, codes in operations.items():
             assert codes <= set(paths[path][method]["responses"]), (path, method)
     record_body = schema["components"]["schemas"]["RecordBodyRequest"]
-    assert set(record_body["properties"]) == {"title", "summary", "metadata", "links"}
+    # Every field a record has, published (a field added to RECORD_FIELDS must be too).
+    assert set(record_body["properties"]) == set(RECORD_FIELDS)
+    assert set(RECORD_FIELDS) <= set(schema["components"]["schemas"]["Record"]["properties"])
     assert "If-Match" in {p["name"] for p in paths["/api/feeds/{slug}/records/{key}"]["put"][
         "parameters"]}
 

@@ -220,7 +220,8 @@ def test_a_text_body_is_kept_as_text(server):
                       "content_type": "text/plain", "text": "hello",
                       # the shared fields (feedpub_consumer.records): none in a text body
                       "key": None, "atom_id": None, "title": "", "summary": "",
-                      "metadata": None, "links": [], "alternate": "http://x/a"}
+                      "metadata": None, "links": [], "alternate": "http://x/a",
+                      "language": ""}
 
 
 def test_a_snapshot_without_hints_is_followed_by_crawling_back_to_its_date(server):

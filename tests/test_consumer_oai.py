@@ -217,6 +217,7 @@ def test_a_first_harvest_returns_exactly_the_live_records_in_dublin_core(oai, tm
                      "description": ["About book 1"],
                      "identifier": ["https://example.org/books/1", "isbn-1"]},
         "key": None, "atom_id": None,  # not in Dublin Core
+        "language": "",  # no dc:language
     }
     assert [r["metadataPrefix"] for r in oai.list_records_requests()[:1]] == ["oai_dc"]
     assert result.summary.live_records == 4
@@ -338,6 +339,7 @@ def test_the_feedpub_format_is_preferred_when_the_repository_offers_it(oai):
         "links": [{"href": "https://data.example.org/isbn-1", "rel": "related",
                    "title": "Landing page"},
                   {"href": "http://host/feeds/demo/records/isbn-1"}],
+        "language": "",  # none of its own: its feed's
     }
 
 

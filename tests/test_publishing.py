@@ -11,6 +11,7 @@ from archives.db import bulkwrite
 from archives.log import publishing
 from archives.log.sealing import seal_feed
 from archives.models import Entry, Feed, Record
+from archives.validation import RECORD_FIELDS
 
 from .factories import FeedFactory, record_data
 
@@ -222,18 +223,27 @@ def test_a_batch_stores_the_new_state_of_records_it_changes(feed):
 
 def test_records_and_entries_are_built_by_position_from_their_models_fields(feed):
     # The write path builds them by position (Django's fast path), in an order it takes
-    # from the models: each value lands in the field it is named for.
+    # from the models: each value lands in the field it is named for, the rest at their
+    # fields' defaults (a fresh object for each, where the default is a callable).
     record = bulkwrite.new_record(feed, "k")
-    assert (record.pk, record.feed_id, record.key, record.metadata, record.links) == \
-        (None, feed.pk, "k", {}, [])
+    assert (record.pk, record.feed_id, record.key, record.title, record.metadata,
+            record.links) == (None, feed.pk, "k", "", {}, [])
+    assert bulkwrite.new_record(feed, "j").metadata is not record.metadata
+    bulkwrite.set_record_fields(record, ("T", "S", {"a": 1}, [], *(
+        getattr(record, name) for name in RECORD_FIELDS[4:])))
     moment = datetime(2024, 1, 2, tzinfo=UTC)
-    entry = bulkwrite.new_entry(feed, 7, record, Entry.Kind.CREATE, moment, "T", "S", [],
-                                {"a": 1}, 3)
+    entry = bulkwrite.new_entry(feed, 7, record, Entry.Kind.CREATE, moment, 3)
     assert (entry.pk, entry.feed_id, entry.seq, entry.kind, entry.updated, entry.title,
             entry.summary, entry.links, entry.metadata, entry.schema_version) == \
         (None, feed.pk, 7, "create", moment, "T", "S", [], {"a": 1}, 3)
     assert entry.record is record
     assert entry.feed is feed
+    # An entry holds every field of its record as the change left it.
+    assert [getattr(entry, name) for name in RECORD_FIELDS] == \
+        [getattr(record, name) for name in RECORD_FIELDS]
+    deletion = bulkwrite.new_entry(feed, 8, record, Entry.Kind.DELETE, moment, None)
+    assert (deletion.title, deletion.summary, deletion.links, deletion.metadata,
+            deletion.schema_version) == ("T", "", [], None, None)
 
 
 def test_a_batch_with_a_bad_operation_writes_nothing_and_names_each_one(feed):

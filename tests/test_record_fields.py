@@ -26,6 +26,7 @@ VALUES = {
     "metadata": {"creator": "Austen, Jane", "year": 1813, "subjects": ["Courtship"]},
     "links": [{"href": "https://example.org/books/pride", "rel": "related",
                "type": "text/html", "title": "Catalogue page"}],
+    "language": "en-GB",
 }
 
 

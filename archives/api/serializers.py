@@ -202,6 +202,11 @@ class RecordFields(serializers.Serializer):
     links = serializers.ListField(child=LinkSerializer(), required=False,
                                   max_length=validation.MAX_LINKS,
                                   help_text=f"At most {validation.MAX_LINKS} links.")
+    language = serializers.RegexField(
+        validation.LANGUAGE_PATTERN, required=False, allow_blank=True, allow_null=True,
+        max_length=validation.MAX_LANGUAGE_LENGTH,
+        help_text="The language of its title and summary, a BCP 47 tag such as de or pt-BR, "
+                  "when not its feed's (empty or left out: the feed's).")
 
 
 class RecordBodySerializer(RecordFields):
@@ -250,6 +255,8 @@ class RecordSerializer(serializers.Serializer):
     summary = serializers.CharField(required=False)
     metadata = serializers.DictField(required=False)
     links = LinkSerializer(many=True, required=False)
+    language = serializers.CharField(
+        required=False, help_text="Its own language (BCP 47); absent: its feed's.")
     created = serializers.DateTimeField(required=False)
     updated = serializers.DateTimeField(
         help_text="The time of the record's newest entry (its atom:updated).")

@@ -23,6 +23,7 @@ from archives.db.rows import (
     positional,
 )
 from archives.models import Entry, Feed, Record
+from archives.validation import RECORD_FIELDS
 
 # json.dumps(value, ensure_ascii=False), its encoder made once (json.dumps makes one a call).
 encode_json = json.JSONEncoder(ensure_ascii=False).encode
@@ -140,24 +141,37 @@ _RECORD_FEED = Record._meta.get_field("feed")
 _ENTRY_FEED, _ENTRY_RECORD = Entry._meta.get_field("feed"), Entry._meta.get_field("record")
 
 
-_record = positional(Record, ("feed_id", "key", "title", "summary", "metadata", "links"))
-_entry = positional(Entry, ("feed_id", "seq", "record_id", "kind", "updated", "title", "summary",
-                            "links", "metadata", "schema_version"))
+_record = positional(Record, ("feed_id", "key"))
+# An entry holds its record's fields as the change left them; a deletion, its title alone.
+_entry = positional(Entry, ("feed_id", "seq", "record_id", "kind", "updated",
+                            "schema_version", *RECORD_FIELDS))
+_deletion = positional(Entry, ("feed_id", "seq", "record_id", "kind", "updated", "title"))
+# A record's fields (validation.RECORD_FIELDS), in one C call: what a put compares and sets.
+record_fields = attrgetter(*RECORD_FIELDS)
+
+
+def set_record_fields(record: Record, values: Sequence[Any]) -> None:
+    """Give `record` the fields `values` (in RECORD_FIELDS' order: RecordData.stored())."""
+    for name, value in zip(RECORD_FIELDS, values, strict=True):
+        setattr(record, name, value)
 
 
 def new_record(feed: Feed, key: str) -> Record:
     """A record not yet stored: the write that creates it sets its state."""
-    record = _record(feed.pk, key, "", "", {}, [])
+    record = _record(feed.pk, key)
     _RECORD_FEED.set_cached_value(record, feed)
     return record
 
 
-def new_entry(feed: Feed, seq: int, record: Record, kind: str, updated: datetime, title: str,
-              summary: str, links: list, metadata: dict | None,
+def new_entry(feed: Feed, seq: int, record: Record, kind: str, updated: datetime,
               schema_version: int | None) -> Entry:
-    """The entry of a change to `record` (whose id it takes when it is stored)."""
-    entry = _entry(feed.pk, seq, record.pk, kind, updated, title, summary, links, metadata,
-                   schema_version)
+    """The entry of a change to `record`, as the change left it (it takes the record's id
+    when that is stored)."""
+    if kind == Entry.Kind.DELETE:
+        entry = _deletion(feed.pk, seq, record.pk, kind, updated, record.title)
+    else:
+        entry = _entry(feed.pk, seq, record.pk, kind, updated, schema_version,
+                       *record_fields(record))
     _ENTRY_FEED.set_cached_value(entry, feed)
     _ENTRY_RECORD.set_cached_value(entry, record)
     return entry

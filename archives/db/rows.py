@@ -67,6 +67,7 @@ class EntryRow(NamedTuple):
     created: Annotated[datetime, Column("r.created", "record__created", MOMENT)]  # the record's
     # of the feed's record schema it was checked under
     schema_version: Annotated[int | None, Column("e.schema_version", "schema_version")] = None
+    language: Annotated[str, Column("e.language", "language")] = ""  # empty: the feed's
 
 
 class LiveRecord(NamedTuple):
@@ -79,6 +80,7 @@ class LiveRecord(NamedTuple):
     summary: Annotated[str, Column("summary", "summary")]
     links: Annotated[list, Column("links", "links", JSON)]
     updated: Annotated[datetime, Column("updated", "updated", MOMENT)]
+    language: Annotated[str, Column("language", "language")]
 
 
 class OaiItem(NamedTuple):
@@ -101,6 +103,7 @@ class OaiItem(NamedTuple):
     created: Annotated[datetime | None, Column("r.created", "created", MOMENT)] = None
     # of its feed's record schema it was checked under
     schema_version: Annotated[int | None, Column("r.schema_version", "schema_version")] = None
+    language: Annotated[str, Column("r.language", "language")] = ""
 
     @property
     def is_deleted(self) -> bool:
@@ -219,19 +222,32 @@ def model_columns(model: type[models.Model]) -> tuple[str, ...]:
 
 def positional(model: type[M], names: Sequence[str]) -> Callable[..., M]:
     """A constructor of `model` that takes the values of the columns `names`, in that order,
-    and passes them on in the model's order (None for the columns not named): Django's fast
-    path, Model(*values). Its keyword path cost ~15 us an instance, as much as validating a
-    record, and a batch builds one or two for each operation; reordering is one C call."""
+    and passes them on in the model's order, each column not named at its field's default
+    (a callable default called for each instance): Django's fast path, Model(*values). Its
+    keyword path cost ~15 us an instance, as much as validating a record, and a batch
+    builds one or two for each operation; reordering is one C call."""
     columns = model_columns(model)
     unknown = set(names) - set(columns)
     if unknown:
         raise ValueError(f"{model.__name__} has no column {sorted(unknown)}")
-    none = len(names)  # the index of the None added after the values
-    order = itemgetter(*(names.index(column) if column in names else none
-                         for column in columns))
+    fields = {field.attname: field for field in model._meta.concrete_fields}
+    unnamed = [fields[column] for column in columns if column not in names]
+    position = {name: index for index, name in enumerate(
+        (*names, *(field.attname for field in unnamed)))}
+    order = itemgetter(*(position[column] for column in columns))
+    made_per_instance = [field.has_default() and callable(field.default) for field in unnamed]
+    defaults = tuple(None if made else field.get_default()
+                     for field, made in zip(unnamed, made_per_instance, strict=True))
+    made = [(len(names) + offset, field.default) for offset, field in enumerate(unnamed)
+            if made_per_instance[offset]]
 
     def build(*values: Any) -> M:
-        return model(*order((*values, None)))
+        if not made:
+            return model(*order((*values, *defaults)))
+        padded = [*values, *defaults]
+        for index, make in made:
+            padded[index] = make()
+        return model(*order(padded))
 
     return build
 

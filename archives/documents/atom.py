@@ -224,7 +224,8 @@ def record_links(record: Record) -> list[Link]:
 def render_record(record: Record) -> bytes:
     """A live record's own URL: an Atom Entry Document, with its metadata as JSON text."""
     feed = record.feed
-    root = etree.Element(f"{A}entry", {XML_LANG: feed.language}, nsmap={None: ATOM_NS})
+    root = etree.Element(f"{A}entry", {XML_LANG: record.language or feed.language},
+                         nsmap={None: ATOM_NS})
     _text(root, "id", record_atom_id(feed.uuid, record.key))
     _text(root, "title", record.title, type="text")
     _text(root, "updated", rfc3339(record.updated))
@@ -283,7 +284,8 @@ def _add_entries(root: etree._Element, feed: Feed, rows: list[EntryRow]) -> None
     base_record_url = record_url_prefix(feed.slug)
     sub_element = etree.SubElement
     for row in rows:
-        entry = sub_element(root, ENTRY)
+        # A record's own language, when it has one, is its entry's (the feed's, the rest).
+        entry = sub_element(root, ENTRY, {XML_LANG: row.language} if row.language else None)
         sub_element(entry, ID).text = record_atom_id(feed.uuid, row.key)
         sub_element(entry, TITLE, TEXT_TYPE).text = row.title
         sub_element(entry, UPDATED).text = rfc3339(row.updated)
@@ -383,7 +385,7 @@ def _active_entries_text(feed: Feed, rows: list[EntryRow]) -> str:
 
 
 # The fields an entry shows, read by name in one C call a row (sealing's hot loop).
-_ENTRY_FIELDS = attrgetter("kind", "updated", "title", "summary", "links", "key")
+_ENTRY_FIELDS = attrgetter("kind", "updated", "title", "summary", "links", "key", "language")
 
 
 def _entries_text(feed: Feed, rows: list[EntryRow], *, deletions: bool = True) -> str:
@@ -396,8 +398,9 @@ def _entries_text(feed: Feed, rows: list[EntryRow], *, deletions: bool = True) -
                     f'<link rel="alternate" type="{attribute(HTML_TYPE)}" href="{{1}}"/>').format
     parts: list[str] = []
     append = parts.append
-    for kind, updated, title, summary, links, key in map(_ENTRY_FIELDS, rows):
-        head = (f'<entry><id>{record_atom_id(feed_uuid, key)}</id>'
+    for kind, updated, title, summary, links, key, language in map(_ENTRY_FIELDS, rows):
+        start = f'<entry xml:lang="{attribute(language)}">' if language else "<entry>"
+        head = (f'{start}<id>{record_atom_id(feed_uuid, key)}</id>'
                 f'<title type="text">{text(title)}</title>'
                 f"<updated>{rfc3339(updated)}</updated>")
         if kind == deletion:

@@ -324,7 +324,7 @@ class CompleteDocument(FeedDocument):
                     yield atom.EntryRow(seq=0, kind=LIVE, updated=record.updated,
                                         title=record.title, summary=record.summary,
                                         links=record.links, key=record.key, metadata=None,
-                                        created=record.updated)
+                                        created=record.updated, language=record.language)
                 elif (row := _as_of(record.id, cut)) is not None:
                     yield row
             if len(batch) < self.chunk:

@@ -65,7 +65,8 @@ def entity(feed: Feed, row: EntryRow, record_base: str) -> bytes:
                          summary=row.summary, metadata=row.metadata, links=row.links,
                          created=row.created, updated=row.updated, deleted=False,
                          url=location, schema=None if row.schema_version is None
-                         else schema_url(feed.slug, row.schema_version))
+                         else schema_url(feed.slug, row.schema_version),
+                         language=row.language)
     body = _as_json(record).encode()
     return f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body
 

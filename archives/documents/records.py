@@ -23,7 +23,8 @@ def record_json(record: Record) -> dict:
         created=record.created, updated=record.updated, deleted=record.is_deleted,
         url=settings.FEEDPUB_BASE_URL + record.get_absolute_url(),
         schema=None if record.schema_version is None
-        else urls.schema_url(record.feed.slug, record.schema_version))
+        else urls.schema_url(record.feed.slug, record.schema_version),
+        language=record.language)
 
 
 class RecordDocument(Document):

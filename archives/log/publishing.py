@@ -260,32 +260,30 @@ class _Changes:
                 return None
             if record.is_deleted:
                 return None
-            return self._append(record, Entry.Kind.DELETE, record.title, "", [], None)
+            return self._append(record, Entry.Kind.DELETE)
         data = operation.record
         if self.schema is not None:
             errors = self.schema.errors(data.metadata)
             if errors:
                 self.refused[index] = {"metadata": errors}
                 return None
+        stored = data.stored()
         if record is None:
             record = bulkwrite.new_record(self.feed, operation.key)
             self.records[operation.key] = record
             kind = Entry.Kind.CREATE
         elif record.is_deleted:
             kind = Entry.Kind.CREATE
-        elif _same_content(record, data):
+        elif bulkwrite.record_fields(record) == stored:
             return None  # a retried or identical put appends nothing
         else:
             kind = Entry.Kind.UPDATE
-        record.title, record.summary = data.title, data.summary
-        record.metadata, record.links = data.metadata, data.link_dicts()
+        bulkwrite.set_record_fields(record, stored)
         if data.metadata_json:  # validation encoded it already
             self.as_json.seed(data.metadata, data.metadata_json)
-        return self._append(record, kind, data.title, data.summary, record.links,
-                            data.metadata)
+        return self._append(record, kind)
 
-    def _append(self, record: Record, kind: str, title: str, summary: str, links: list,
-                metadata: dict | None) -> Entry:
+    def _append(self, record: Record, kind: str) -> Entry:
         """Append the entry of a change to `record`: the record as it is after it."""
         seq, updated = self._next_stamp()
         if record.pk is None and record.created is None:
@@ -296,8 +294,7 @@ class _Changes:
         else:
             record.deleted_at = None
             record.schema_version = version = self.feed.schema_version
-        entry = bulkwrite.new_entry(self.feed, seq, record, kind, updated, title, summary,
-                                    links, metadata, version)
+        entry = bulkwrite.new_entry(self.feed, seq, record, kind, updated, version)
         self.entries.append(entry)
         return entry
 
@@ -353,15 +350,6 @@ def _check_if_match(if_match: str, current: str | None) -> None:
         raise PreconditionFailed(
             f"If-Match {if_match} does not match the record's current ETag {current}"
         )
-
-
-def _same_content(record: Record, data: RecordData) -> bool:
-    return (
-        record.title == data.title
-        and record.summary == data.summary
-        and record.metadata == data.metadata
-        and record.links == data.link_dicts()
-    )
 
 
 # Seal on write, once the answer is sent: a write that fills a page would otherwise wait

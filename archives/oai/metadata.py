@@ -69,6 +69,8 @@ def oai_dc(item: Item, stamp: str) -> str:
               if name in metadata and name not in mapped}
     values.update(title=[item.title], description=[item.summary] if item.summary else [],
                   identifier=[_record_url(item), *(link["href"] for link in item.links)])
+    if item.language:  # the record's own language first, then any its metadata names
+        values["language"] = [item.language, *values.get("language", ())]
     for name, element in from_schema:  # after the record's own, in the schema's order
         if name in metadata:
             values.setdefault(element, []).extend(_schema_texts(metadata[name]))
@@ -143,6 +145,7 @@ def feedpub(item: Item, stamp: str) -> str:  # (its updated is RFC 3339, to the 
         # The version of its feed's record schema it was checked under (none: no element).
         "" if item.schema_version is None
         else element("schema", schema_url(item.slug, item.schema_version)),
+        element("language", item.language) if item.language else "",
         "</record>",
     ))
 

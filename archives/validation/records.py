@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
+from operator import attrgetter
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -25,6 +26,7 @@ MAX_HREF_LENGTH = 2000
 MAX_METADATA_BYTES = 100_000
 # Deeper JSON exhausts Python's recursion limit on its way to the database (a 500).
 MAX_METADATA_DEPTH = 64
+MAX_LANGUAGE_LENGTH = 35
 
 LINK_FIELDS = ("href", "rel", "type", "title")
 LINK_FIELD_SET = frozenset(LINK_FIELDS)
@@ -36,6 +38,12 @@ RECORD_PAGE_TYPE = "text/html"
 FEEDPUB_ALTERNATES = {RECORD_ENTRY_TYPE: "the record's own URL",
                       RECORD_PAGE_TYPE: "the record's page for people"}
 IANA_RELATIONS = "http://www.iana.org/assignments/relation/"
+
+# A language tag (BCP 47) as xml:lang and HTML's lang carry it: a primary subtag, then
+# subtags of letters and digits (a feed's language follows the same rule).
+LANGUAGE_RE = re.compile(r"^[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*\Z")
+LANGUAGE_PATTERN = LANGUAGE_RE.pattern.replace(r"\Z", "$")  # (the OpenAPI schema's)
+LANGUAGE_MESSAGE = "Enter a language tag (BCP 47) such as en, de or pt-BR."
 
 # RFC 3986 "unreserved": a key is one path segment that needs no escaping anywhere.
 KEY_RE = re.compile(r"[A-Za-z0-9._~-]+")
@@ -132,11 +140,18 @@ class RecordData:
     summary: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
     links: tuple[Link, ...] = ()
+    language: str = ""  # of its title and summary, when not the feed's
     # The metadata as JSON text, when validation encoded it: the write path stores it.
     metadata_json: str = field(default="", compare=False, repr=False)
 
     def link_dicts(self) -> list[dict[str, str]]:
         return [link.as_dict() for link in self.links]
+
+    def stored(self) -> tuple[Any, ...]:
+        """Its fields in RECORD_FIELDS' order, as a record stores them (links as dicts)."""
+        values = list(_record_fields(self))
+        values[_LINKS] = self.link_dicts()
+        return tuple(values)
 
 
 def clean_key(key: Any) -> str:
@@ -219,6 +234,15 @@ def _text(value: Any, max_length: int, *, required: bool = False) -> str:
     problem = xml_problem(value)
     if problem:
         raise ValidationError(problem)
+    return value
+
+
+def _language(value: Any) -> str:
+    if value is None or value == "":
+        return ""
+    if not isinstance(value, str) or len(value) > MAX_LANGUAGE_LENGTH \
+            or not LANGUAGE_RE.match(value):
+        raise ValidationError(f"{LANGUAGE_MESSAGE} Leave it empty for the feed's language.")
     return value
 
 
@@ -373,7 +397,10 @@ RECORD_CHECKS: tuple[tuple[str, type, Callable[[Any], Any]], ...] = (
     ("summary", str, partial(_text, max_length=MAX_SUMMARY_LENGTH)),
     ("metadata", dict, check_metadata),
     ("links", list, _links),
+    ("language", str, _language),
 )
 RECORD_FIELDS = tuple(name for name, _, _ in RECORD_CHECKS)
 RECORD_FIELD_SET = frozenset(RECORD_FIELDS)
+_record_fields = attrgetter(*RECORD_FIELDS)
+_LINKS = RECORD_FIELDS.index("links")
 RECORD_FIELD_TYPES = {name: kind for name, kind, _ in RECORD_CHECKS}

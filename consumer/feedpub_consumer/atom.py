@@ -41,6 +41,7 @@ class AtomEntry:
     has_content: bool
     content_empty: bool  # no text, no child elements and no src
     content_src: str | None
+    language: str = ""  # its own xml:lang (none: its feed's)
 
     @property
     def alternates(self) -> list[str]:
@@ -142,6 +143,7 @@ def _absolute(link: etree._Element, href: str) -> str:
         raise DocumentError(f"the link {href!r} is not a URL ({error})") from None
 
 
+XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
 _ENTRY_TEXTS = {f"{A}id", f"{A}updated", f"{A}title", f"{A}summary"}
 
 
@@ -167,6 +169,7 @@ def _entry(element: etree._Element) -> AtomEntry:
         content_empty=content is not None and not (content.text or "").strip()
         and len(content) == 0 and content.get("src") is None,
         content_src=content.get("src") if content is not None else None,
+        language=element.get(XML_LANG, ""),
     )
 
 
@@ -246,5 +249,5 @@ def _row(entry: AtomEntry, doc_updated: str, source: str) -> Row:
     if not deleted:
         alternates = entry.alternates
         record.update(summary=entry.summary, alternate=alternates[0] if alternates else None,
-                      links=list(entry.links))
+                      links=list(entry.links), language=entry.language)
     return entry.id, updated, doc_updated, deleted, json.dumps(record)

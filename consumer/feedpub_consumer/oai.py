@@ -152,7 +152,7 @@ def record_row(record: etree._Element, source: str) -> tuple[str, bool, dict[str
     row: dict[str, Any] = {
         "id": identifier, "updated": _text(header.find(f"{OAI}datestamp")) or "",
         "source": source, "sets": [_text(spec) for spec in header.iterfind(f"{OAI}setSpec")],
-        "title": "", "summary": "", "links": [], "alternate": None,
+        "title": "", "summary": "", "links": [], "alternate": None, "language": "",
     }
     container = record.find(f"{OAI}metadata")
     metadata = None if container is None else next(iter(container.iterchildren(etree.Element)),
@@ -178,7 +178,8 @@ def _dublin_core(dc: etree._Element) -> dict[str, Any]:
     return {"title": fields.get("title", [""])[0],
             "summary": fields.get("description", [""])[0],
             "links": [{"href": href} for href in hrefs],
-            "alternate": hrefs[0] if hrefs else None, "metadata": fields}
+            "alternate": hrefs[0] if hrefs else None,
+            "language": fields.get("language", [""])[0], "metadata": fields}
 
 
 def _feedpub(record: etree._Element) -> dict[str, Any]:
@@ -194,7 +195,8 @@ def _feedpub(record: etree._Element) -> dict[str, Any]:
                        if link.get(name) is not None}
                       for link in record.iterfind(f"{FP}link")],
             "alternate": _text(record.find(f"{FP}url")),
-            "atom_id": _text(record.find(f"{FP}atomId")), "metadata": metadata}
+            "atom_id": _text(record.find(f"{FP}atomId")),
+            "language": _text(record.find(f"{FP}language")) or "", "metadata": metadata}
 
 
 class OaiRecords:

@@ -4,14 +4,15 @@ was read from), and the record's own fields, each always present, empty (null) w
 format does not carry it:
 
 - Atom: `atom_id` (the entry's id), `title`, `summary`, `links`, `alternate` (its first
-  alternate link); `key` and `metadata` when the records are fetched (the command lines'
-  default; not with `--no-fetch-records`): an Atom entry does not carry them, they are
-  read from the JSON at its alternate link;
+  alternate link), `language` (the entry's own xml:lang: "" when it has none, and the
+  feed's language is the record's); `key` and `metadata` when the records are fetched
+  (the command lines' default; not with `--no-fetch-records`): an Atom entry does not
+  carry them, they are read from the JSON at its alternate link;
 - linked pages: every field from the entity's JSON body when it is feedpub's record JSON
   (`alternate`: the record's `url`, else the entity's Content-Location);
-- OAI-PMH `feedpub`: every field; `oai_dc`: `title`, `summary`, `links` and `alternate`
-  (its first http(s) identifier) from DC, `metadata` the DC elements, no `key` nor
-  `atom_id`.
+- OAI-PMH `feedpub`: every field; `oai_dc`: `title`, `summary`, `links`, `alternate`
+  (its first http(s) identifier) and `language` (its first) from DC, `metadata` the DC
+  elements, no `key` nor `atom_id`.
 
 Each format adds what is its own: `content_id` and the entity's body as `record` (linked
 pages), `sets` (OAI-PMH), `metadata_xml` (an OAI format read as is).
@@ -23,9 +24,9 @@ from typing import Any
 
 # The fields every harvested record has besides id, updated and source, empty by default.
 SHARED: dict[str, Any] = {"key": None, "atom_id": None, "title": "", "summary": "",
-                          "metadata": None, "links": [], "alternate": None}
+                          "metadata": None, "links": [], "alternate": None, "language": ""}
 # The fields of feedpub's record JSON (the API's, a linked-pages entity's body) kept as is.
-FEEDPUB_FIELDS = ("key", "atom_id", "title", "summary", "metadata", "links")
+FEEDPUB_FIELDS = ("key", "atom_id", "title", "summary", "metadata", "links", "language")
 
 
 def shaped(record: dict[str, Any], **known: Any) -> dict[str, Any]:
