@@ -74,9 +74,8 @@ class Feed(models.Model):
     last_updated = models.DateTimeField(null=True, blank=True, editable=False)
     # How far the feed is sealed: pages 1..sealed_pages hold entries 1..sealed_pages*page_size.
     sealed_pages = models.PositiveIntegerField(default=0, editable=False)
-    # When documents' bytes last changed, for their Last-Modified (archives/documents/base.py),
-    # apart from entries' `updated` (a seal or a retitle changes bytes too). The feed's own
-    # description (slug, title, subtitle, author, language), which every document shows:
+    # When documents' bytes last changed (their Last-Modified, archives/documents/base.py;
+    # a seal or a retitle changes bytes too). The feed's own description, in every document:
     description_modified = models.DateTimeField(default=timezone.now, editable=False)
     # The subscription document: every write, seal and description change.
     subscription_modified = models.DateTimeField(default=timezone.now, editable=False)
@@ -148,8 +147,10 @@ class Record(models.Model):
     metadata = models.JSONField(default=dict, blank=True)
     # [{"href": ..., "rel": ..., "type": ..., "title": ...}], as the producer gave them.
     links = models.JSONField(default=list, blank=True)
-    language = models.CharField(  # of its title and summary, when not the feed's (BCP 47)
-        max_length=MAX_LANGUAGE_LENGTH, blank=True, default="", validators=[validate_language])
+    # Of its title and summary (BCP 47), when not the feed's. db_default: a writer naming
+    # none (a process of the release before, mid-upgrade) stores none, as on its entries.
+    language = models.CharField(max_length=MAX_LANGUAGE_LENGTH, blank=True, default="",
+                                db_default="", validators=[validate_language])
     created = models.DateTimeField()
     # The record's last modified time: the `updated` of its newest entry.
     updated = models.DateTimeField()
@@ -211,7 +212,8 @@ class Entry(models.Model):
     title = models.CharField(max_length=1000)
     summary = models.TextField(blank=True)
     links = models.JSONField(default=list, blank=True)
-    language = models.CharField(max_length=MAX_LANGUAGE_LENGTH, blank=True, default="")
+    language = models.CharField(max_length=MAX_LANGUAGE_LENGTH, blank=True, default="",
+                                db_default="")
     # The record's metadata as it was at this entry, for the linked-pages entities. Null on
     # entries written before it was kept (migration 0005) whose record has changed since.
     metadata = models.JSONField(null=True, blank=True)
@@ -423,8 +425,7 @@ class Subscription(models.Model):
     # The topic's kind, by its format (archives/documents/kinds.py: Kind.topic).
     format = models.CharField(max_length=40, choices=subscription_formats)
     # The topic's own URL (a linked page named as the topic stands for the entry point) and,
-    # when active, the URL the subscriber named (hub.topic): its verification and
-    # deliveries name that one back.
+    # when active, the URL the subscriber named (hub.topic), which deliveries name back.
     topic = models.URLField(max_length=500)
     named_topic = models.URLField(max_length=500, blank=True)
     callback = models.URLField(max_length=2000)
@@ -452,9 +453,8 @@ class Subscription(models.Model):
     next_attempt_at = models.DateTimeField(default=timezone.now)
     last_error = models.CharField(max_length=300, blank=True)
     claimed_until = models.DateTimeField(null=True, blank=True)
-    # Whether the callback may be at a private address: the hub's
-    # FEEDPUB_WEBSUB_ALLOW_PRIVATE_CALLBACKS at the subscriber's latest request, which the
-    # worker keeps to (archives/push/hub.py), whatever its own settings.
+    # Whether the callback may be at a private address: the hub's setting at the subscriber's
+    # latest request, which the worker keeps to (archives/push/hub.py), whatever its own.
     allow_private_callback = models.BooleanField(default=False)
 
     class Meta:

@@ -330,24 +330,11 @@ app_setting("FEEDPUB_API_USER_RATE", envrate)
 
 # The producer API (archives/api). Token first: an anonymous write then gets 401 with
 # `WWW-Authenticate: Token` rather than 403; sessions serve the browsable API.
+# The API's authentication, permissions, parsers, throttles and errors are its views'
+# (archives/api/policy.py), whatever this says; the OpenAPI schema is drawn by the app's
+# AutoSchema.
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": [
-        "archives.api.authentication.TokenAuthentication",
-        "rest_framework.authentication.SessionAuthentication",
-    ],
-    "DEFAULT_PERMISSION_CLASSES": ["archives.api.permissions.ModelPermissionsOrReadOnly"],
-    "DEFAULT_PARSER_CLASSES": ["archives.api.parsers.LimitedJSONParser"],
-    "DEFAULT_RENDERER_CLASSES": [
-        "rest_framework.renderers.JSONRenderer",
-        "rest_framework.renderers.BrowsableAPIRenderer",
-    ],
     "DEFAULT_SCHEMA_CLASS": "archives.api.schema.AutoSchema",
-    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "archives.api.negotiation.SingleFormatNegotiation",
-    "EXCEPTION_HANDLER": "archives.api.exceptions.handle",
-    "DEFAULT_THROTTLE_CLASSES": [
-        "archives.api.throttling.AnonThrottle",
-        "archives.api.throttling.UserThrottle",
-    ],
     # A client's address for the anonymous rate: the X-Forwarded-For entry this many from
     # the end; 1, the one the deploy's nginx appends (DRF's default takes the whole header,
     # which a client writes); 2 with a TLS terminator in front of nginx (.env.example);

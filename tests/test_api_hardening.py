@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 import pytest
 from django.core.exceptions import RequestDataTooBig, ValidationError
 from django.db import OperationalError
-from django.test import RequestFactory
+from django.test import Client, RequestFactory
 from rest_framework.test import APIClient
 
 from archives.api import exceptions as api_exceptions
@@ -85,6 +85,20 @@ def test_a_body_over_the_api_limit_is_a_json_413_even_above_djangos_limit(produc
                                 content_type="application/json")
 
     assert "FEEDPUB_API_MAX_BODY_BYTES" in assert_json_error(response, 413)["detail"]
+    assert not Record.objects.exists()
+
+
+def test_the_apis_policy_holds_whatever_the_projects_rest_framework_says(producer, settings):
+    settings.REST_FRAMEWORK = {}  # DRF's defaults: AllowAny, any parser, no throttle
+    settings.FEEDPUB_API_MAX_BODY_BYTES = 1000
+    FeedFactory(slug="books")
+    anonymous = Client().put("/api/feeds/books/records/k", json_body(record_data(1)),
+                             content_type="application/json")
+    assert assert_json_error(anonymous, 401)
+    too_big = producer.put("/api/feeds/books/records/k",
+                           json_body(record_data(1, summary="x" * 2000)),
+                           content_type="application/json")
+    assert "FEEDPUB_API_MAX_BODY_BYTES" in assert_json_error(too_big, 413)["detail"]
     assert not Record.objects.exists()
 
 

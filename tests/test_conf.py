@@ -189,6 +189,8 @@ feed = Feed.objects.create(slug="books", title="Books")
 publishing.put_record(feed=feed, key="k1", data={"title": "One", "summary": "S"})
 answer = Client().get("/feeds/books/")
 print(answer.status_code, answer["Cache-Control"], feed.page_size, feed.language)
+put = Client().put("/api/feeds/books/records/k2", '{"title": "Two"}', "application/json")
+print(put.status_code, sorted(put.json()))
 print(answer.content.decode())
 '''
 
@@ -210,9 +212,12 @@ def test_the_app_serves_a_feed_in_a_project_that_sets_only_its_base_url(tmp_path
     done = run_project(tmp_path, MINIMAL_SETTINGS + (
         'FEEDPUB_BASE_URL = "https://feeds.example.org"\nFEEDPUB_EXPORT_PAGES = False\n'))
     assert done.returncode == 0, done.stderr[-3000:]
-    status, document = done.stdout.split("\n", 1)
+    status, api, document = done.stdout.split("\n", 2)
     # conf's FEEDPUB_MAX_AGE, FEEDPUB_PAGE_SIZE and FEEDPUB_LANGUAGE
     assert status == "200 public, max-age=60 100 en"
+    # The API's policy is its own, not DRF's defaults (which let anyone write): an
+    # anonymous write is refused, as JSON in the API's shape.
+    assert api == "401 ['detail']"
     assert 'href="https://feeds.example.org/feeds/books/"' in document
 
 

@@ -18,7 +18,7 @@ from archives.db.fastsql import (
     oai_records,
     page_bodies,
 )
-from archives.db.rows import ENTRY_ROW, OaiItem
+from archives.db.rows import ENTRY_ROW, LIVE_RECORD, OAI_ITEM, OaiItem
 from archives.formats import record_atom_id
 from archives.log import publishing
 from archives.models import ArchivePage, Entry, Feed, Record
@@ -92,18 +92,17 @@ def test_live_records_reads_by_key_in_batches_what_the_orm_reads(db):
     cut = Feed.objects.get(pk=feed.pk).last_updated
     publishing.delete_record(feed=feed, key="d")  # after the cut: still read
     publishing.put_record(feed=FeedFactory(slug="films"), key="a", data=record_data(2))
-    columns = ("pk", "key", "title", "summary", "links", "updated")
     orm = list(Record.objects.filter(feed=feed).exclude(key="c").order_by("key")
-               .values_list(*columns))
+               .values_list(*LIVE_RECORD.orm_names))
 
     with CaptureQueriesContext(connection) as queries:
         first = live_records(feed, cut, after_key=None, limit=2)
-        rest = live_records(feed, cut, after_key=first[-1][1], limit=2)
+        rest = live_records(feed, cut, after_key=first[-1].key, limit=2)
     assert first + rest == orm
-    assert all(row[5].tzinfo is not None for row in first + rest)
+    assert all(row.updated.tzinfo is not None for row in first + rest)
     assert len(queries) == 2
     assert queries[0]["sql"].startswith(
-        'SELECT id, key, title, summary, links, updated FROM "archives_record" WHERE')
+        f'SELECT {LIVE_RECORD.select()} FROM "archives_record" WHERE')
     assert "AND key > " not in queries[0]["sql"]
     assert "WHERE feed_id = " in queries[1]["sql"]
     assert "(deleted_at IS NULL OR updated > " in queries[1]["sql"]
@@ -151,9 +150,7 @@ def test_entry_rows_reads_by_seq_what_the_orm_reads(db):
     assert all(row.updated.tzinfo is not None and row.created.tzinfo is not None
                for row in rows + ranged)
     assert len(queries) == 2
-    assert queries[0]["sql"].startswith("SELECT e.seq, e.kind, e.updated, e.title, e.summary, "
-                                        "e.links, r.key, e.metadata, r.created, "
-                                        "e.schema_version FROM")
+    assert queries[0]["sql"].startswith(f"SELECT {ENTRY_ROW.select()} FROM")
     assert "WHERE e.feed_id = " in queries[0]["sql"]
     assert "AND e.seq <= " not in queries[0]["sql"]
     assert queries[0]["sql"].endswith("ORDER BY e.seq")
@@ -217,8 +214,7 @@ def test_oai_records_reads_what_the_orm_reads_in_datestamp_order(db):
         for key in ("b", "a", "c"):
             publishing.put_record(feed=feed, key=key, data=record_data(1, title=f"{key} ✓"))
     publishing.delete_record(feed=films, key="a")
-    columns = ("key", "datestamp", "updated", "deleted_at", "feed__slug", "feed__uuid", "pk",
-               "title", "summary", "metadata", "links", "created", "schema_version")
+    columns = OAI_ITEM.orm_names
     everything = list(Record.objects.order_by("datestamp", "pk").values_list(*columns))
     start, end = everything[1][1], everything[4][1]
     after = (everything[2][1], everything[2][6])

@@ -2,8 +2,19 @@ from __future__ import annotations
 
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.permissions import AllowAny
 
 from . import views
+from .policy import ApiPolicy
+
+
+class SchemaView(ApiPolicy, SpectacularAPIView):
+    permission_classes = [AllowAny]  # the contract is public, as every read is
+
+
+class SwaggerView(ApiPolicy, SpectacularSwaggerView):
+    permission_classes = [AllowAny]
+
 
 app_name = "api"
 
@@ -20,9 +31,9 @@ urlpatterns = [
     path("feeds/<slug:slug>/records/<str:key>", views.RecordDetail.as_view(),
          name="record-detail"),
     path("feeds/<slug:slug>/batch", views.Batch.as_view(), name="batch"),
-    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("schema/", SchemaView.as_view(), name="schema"),
     # Swagger UI loads its assets from drf-spectacular-sidecar's static files: no CDN.
     # (No Redoc: its page template loads web fonts from Google.)
-    path("schema/swagger-ui/", SpectacularSwaggerView.as_view(url_name="api:schema"),
+    path("schema/swagger-ui/", SwaggerView.as_view(url_name="api:schema"),
          name="swagger-ui"),
 ]

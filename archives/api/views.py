@@ -36,6 +36,7 @@ from .exceptions import Conflict, Invalid
 from .pagination import BoundedCursor, FeedCursor, RecordCursor
 from .parsers import require_length
 from .permissions import MayWriteRecords, require
+from .policy import ApiPolicy
 from .serializers import (
     BatchAnswerSerializer,
     BatchSerializer,
@@ -91,7 +92,7 @@ def errors(*codes: int, invalid: dict[str, Any] | None = None,
 
 
 @extend_schema(tags=["api"])
-class Root(APIView):
+class Root(ApiPolicy, APIView):
     """/api/: where everything of the API starts, for people (the browsable API) and
     programs (JSON, and RFC 8631's service-desc and service-doc links)."""
 
@@ -108,7 +109,7 @@ class Root(APIView):
                                                 f'<{links["docs"]}>; rel="service-doc"'})
 
 
-class ApiView(generics.GenericAPIView):
+class ApiView(ApiPolicy, generics.GenericAPIView):
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         # Before anything else: a body we cannot read must not pass for an empty one.
         require_length(request)
