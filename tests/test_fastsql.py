@@ -102,7 +102,7 @@ def test_live_records_reads_by_key_in_batches_what_the_orm_reads(db):
     assert all(row.updated.tzinfo is not None for row in first + rest)
     assert len(queries) == 2
     assert queries[0]["sql"].startswith(
-        f'SELECT {LIVE_RECORD.select()} FROM "archives_record" WHERE')
+        f'SELECT {LIVE_RECORD.select()} FROM "archives_record" WHERE')  # noqa: S608
     assert "AND key > " not in queries[0]["sql"]
     assert "WHERE feed_id = " in queries[1]["sql"]
     assert "(deleted_at IS NULL OR updated > " in queries[1]["sql"]
