@@ -1,4 +1,4 @@
-"""What reading a wide CSV header costs `import_records` (issue 30: the check that names each
+"""What reading a wide CSV header costs `import_records` (the check that named each
 column once was quadratic, 20,000 columns 13 s).
 
     .venv/bin/python bench/import_header.py [--columns 1000 5000 10000 20000 100000]

@@ -1,4 +1,4 @@
-"""What the two operator commands of issue 19 cost, each against its baseline in one run:
+"""What the two operator commands cost, each against its baseline in one run:
 
 - `rerender_documents` after a move to another base URL: a feed of --entries entries
   (pages of 100) sealed and snapshotted, then rendered again with another base URL (its

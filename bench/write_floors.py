@@ -4,7 +4,7 @@
                                            [--only ingest|sealing]
 
 Absolute write rates moved 1.7 x between two machines of the same kind, so each figure
-comes with its floor from the same trial, and the ratio is what counts (issue 12):
+comes with its floor from the same trial, and the ratio is what counts:
 
 - batch ingest: `publishing.apply_batch`, batches of 1,000 puts of new records (the
   records bench/run.py writes), against the same rows put into the same tables with no

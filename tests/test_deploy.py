@@ -903,7 +903,7 @@ def test_nginx_runs_the_tls_script_and_shares_certbot_volumes():
     assert nginx["environment"]["FEEDPUB_TLS_CERT"] == "${FEEDPUB_TLS_CERT:-}"  # none: http
 
 
-# Issue 30, releases and upgrades followed literally ------------------------------------
+# Releases and upgrades followed literally --------------------------------------------
 
 OVERRIDES = {path.stem: yaml.safe_load(path.read_text())
              for path in sorted((ROOT / "deploy" / "compose").glob("*.yml"))}

@@ -50,7 +50,7 @@ SESSIONS = {
     # Swagger UI's examples (archives/api/examples.py) on the same server: both can be
     # followed, in either order, without one's feed colliding with the other's.
     # describing-records.md's worked example of a schema, in a feed of its own, follows them.
-    # write-access.md's colleague (issue 26) writes to the walkthrough's feed with a token of
+    # write-access.md's colleague writes to the walkthrough's feed with a token of
     # their own.
     "api-walkthrough": ("publishing/api.md", "publishing/batch.md", "publishing/import.md",
                         "describing-records.md", "publishing/write-access.md"),

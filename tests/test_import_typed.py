@@ -248,7 +248,7 @@ def test_a_propertys_schema_decides_how_its_cells_are_read(schema, read_as):
     assert cell_type(schema, RESOLVER) == read_as
 
 
-# A schema naming a property like a record's own field: the theses catalogue of issue 30,
+# A schema naming a property like a record's own field: a theses catalogue
 # whose natural CSV was refused on every row, the one real bad cell buried among them.
 
 THESES = {

@@ -1,6 +1,6 @@
 """A burst of long polls on PostgreSQL: every poll is answered, and the long-poll service's
 database connections stay within FEEDPUB_LONG_POLL_DB_CONNECTIONS however many polls wait
-(issue 19: 3,000 polls once took all of PostgreSQL's 100 connections and 2,210 got 500)."""
+(3,000 polls once took all of PostgreSQL's 100 connections and 2,210 got 500)."""
 
 from __future__ import annotations
 

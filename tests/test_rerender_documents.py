@@ -226,8 +226,8 @@ def test_an_unknown_feed_is_refused(db):
 
 def test_a_page_sealed_before_deletions_had_a_content_type_is_rendered_as_it_was(
         db, settings, settled, pages_dir):
-    """Pages sealed by the release before issue 19 have DELETE entities without a
-    Content-Type; such a page still reproduces, and only its links change."""
+    """Pages sealed before DELETE entities carried a Content-Type have none there; such a
+    page still reproduces, and only its links change."""
     settings.FEEDPUB_BASE_URL = OLD
     feed = FeedFactory(slug="books", page_size=3)
     publishing.put_record(feed=feed, key="k1", data=record_data(1))

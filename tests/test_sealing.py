@@ -438,7 +438,7 @@ def test_the_index_predicate_does_not_overflow_on_a_huge_feed(db):
 SEALED_FEED_UUID = "0492efcc-6fb0-440b-9298-fbb452fc5427"
 # sha256 (first 16 hex digits) of the tricky page in each frozen format, as the renderers
 # before text rendering (commit 1d2be99) wrote them; the multipart page's since its DELETE
-# entity carries a Content-Type (issue 19).
+# entity carries a Content-Type.
 SEALED_DIGESTS = {"atom": "bb83320635df802b", "atom-next": "370d4dc148cf9af6",
                   "multipart": "fd8c3266e6208078", "rss": "201d0ce1cffa91d4",
                   "rss-next": "965dc1faacde4722"}

@@ -78,7 +78,7 @@ _DELETION = b"\r\nOperation-Type: http-equiv=DELETE\r\n"
 
 def deletions_typed(body: bytes) -> bool:
     """Whether the DELETE entities of a stored page carry their Content-Type. Pages sealed
-    before issue 19 have none there, and keep their bytes: a page rendered again (after a
+    before they did have none there, and keep their bytes: a page rendered again (after a
     move, archives/log/rerendering.py) is rendered as it was sealed."""
     return all(_ENTITY_TYPE_LINE in part for part in split(body) if _DELETION in part)
 
@@ -108,7 +108,7 @@ def render(parts: Iterable[bytes]) -> bytes:
 
 def render_page(feed: Feed, rows: list[EntryRow], *, typed_deletions: bool = True) -> bytes:
     """A page of entries (oldest first); without `typed_deletions`, its DELETE entities
-    as pages sealed before issue 19 have them, with no Content-Type (`deletions_typed`)."""
+    as the pages sealed before they had one have them, with no Content-Type (`deletions_typed`)."""
     base = record_url_prefix(feed.slug)
     if typed_deletions:
         return render(entity(feed, row, base) for row in rows)
