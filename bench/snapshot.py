@@ -38,7 +38,6 @@ def write_feed(records: int, *, slug: str = "big", title: str = "Snapshot benchm
     from psycopg.types.json import Jsonb
 
     from archives.db import fastsql
-    from archives.db.rows import ENTRY_COLUMNS
     from archives.log import publishing
     from archives.models import Entry, Feed, Record
 
@@ -54,10 +53,10 @@ def write_feed(records: int, *, slug: str = "big", title: str = "Snapshot benchm
     last = {n: seq for seq, (n, _) in enumerate(changes, start=1)}  # each record's newest
     stamp = {seq: start + timedelta(microseconds=seq) for seq in range(len(changes) + 1)}
     record_columns = ("feed_id", "key", "title", "summary", "metadata", "links", "created",
-                      "updated", "deleted_at")
+                      "updated", "datestamp", "deleted_at")
     record_rows = (
         (feed.pk, f"r{n:07d}", f"Record {n}", "A summary of a record.", json(metadata),
-         json(links), stamp[n + 1], stamp[last[n]],
+         json(links), stamp[n + 1], stamp[last[n]], stamp[last[n]],
          stamp[last[n]] if n % 20 == 5 else None) for n in range(records))
     _write(Record, record_columns, record_rows, copy)
     ids = dict(Record.objects.filter(feed=feed).values_list("key", "pk"))
@@ -65,7 +64,8 @@ def write_feed(records: int, *, slug: str = "big", title: str = "Snapshot benchm
         (feed.pk, seq, ids[f"r{n:07d}"], kind, stamp[seq], f"Record {n}",
          "A summary of a record.", json(links), None if kind == "delete" else json(metadata))
         for seq, (n, kind) in enumerate(changes, start=1))
-    _write(Entry, ENTRY_COLUMNS, entry_rows, copy)
+    _write(Entry, ("feed_id", "seq", "record_id", "kind", "updated", "title", "summary",
+                   "links", "metadata"), entry_rows, copy)
     Feed.objects.filter(pk=feed.pk).update(last_seq=len(changes), last_updated=stamp[len(changes)])
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")

@@ -88,14 +88,16 @@ def ingest_floor(records: int) -> float:
     from django.utils import timezone
 
     from archives.db import fastsql
-    from archives.db.rows import ENTRY_COLUMNS
     from archives.models import Entry, Record
 
     feed = new_feed("floor")
     work = list(batches(records))
     copy = fastsql.can_copy()
+    # What a new record and its entry must hold; the rest is the columns' database defaults.
     record_columns = ("id", "feed_id", "key", "title", "summary", "metadata", "links",
-                      "created", "updated")
+                      "created", "updated", "datestamp")
+    entry_columns = ("feed_id", "seq", "record_id", "kind", "updated", "title", "summary",
+                     "links", "metadata")
     seq = 0
     began = time.perf_counter()
     for operations in work:
@@ -113,8 +115,8 @@ def ingest_floor(records: int) -> float:
                 fastsql.copy_rows(Record, record_columns, (
                     (pk, feed.pk, op["key"], op["record"]["title"], op["record"]["summary"],
                      Jsonb(op["record"]["metadata"]), Jsonb(op["record"]["links"]), stamp,
-                     stamp) for pk, op, stamp in zip(ids, operations, stamps, strict=True)))
-                fastsql.copy_rows(Entry, ENTRY_COLUMNS, (
+                     stamp, stamp) for pk, op, stamp in zip(ids, operations, stamps, strict=True)))
+                fastsql.copy_rows(Entry, entry_columns, (
                     (feed.pk, seq + n, pk, "create", stamp, op["record"]["title"],
                      op["record"]["summary"], Jsonb(op["record"]["links"]),
                      Jsonb(op["record"]["metadata"]))
@@ -138,10 +140,11 @@ def _sqlite_floor(feed, operations, stamps, seq) -> None:
     with connection.cursor() as cursor:
         cursor.executemany(
             f"INSERT INTO {Record._meta.db_table} (feed_id, key, title, summary, metadata, "  # noqa: S608
-            "links, created, updated) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+            "links, created, updated, datestamp) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
             [(feed.pk, op["key"], op["record"]["title"], op["record"]["summary"],
               json.dumps(op["record"]["metadata"]), json.dumps(op["record"]["links"]),
-              adapt(stamp), adapt(stamp)) for op, stamp in zip(operations, stamps, strict=True)])
+              adapt(stamp), adapt(stamp), adapt(stamp))
+             for op, stamp in zip(operations, stamps, strict=True)])
         cursor.execute(f"SELECT key, id FROM {Record._meta.db_table} WHERE feed_id = %s "  # noqa: S608
                        f"AND id > (SELECT coalesce(max(record_id), 0) FROM "
                        f"{Entry._meta.db_table} WHERE feed_id = %s)", [feed.pk, feed.pk])
@@ -163,7 +166,6 @@ def unsealed_feed(entries: int):
     from django.db import connection
 
     from archives.db import fastsql
-    from archives.db.rows import ENTRY_COLUMNS
     from archives.models import Entry, Feed, Record
     from bench.data import record
 
@@ -176,9 +178,10 @@ def unsealed_feed(entries: int):
         json = lambda value: value  # noqa: E731
     data = [record(n) for n in range(entries)]
     stamps = [start + timedelta(microseconds=n + 1) for n in range(entries)]
-    columns = ("feed_id", "key", "title", "summary", "metadata", "links", "created", "updated")
+    columns = ("feed_id", "key", "title", "summary", "metadata", "links", "created", "updated",
+               "datestamp")
     rows = ((feed.pk, f"k{n}", d["title"], d["summary"], json(d["metadata"]),
-             json(d["links"]), stamps[n], stamps[n]) for n, d in enumerate(data))
+             json(d["links"]), stamps[n], stamps[n], stamps[n]) for n, d in enumerate(data))
     if copy:
         fastsql.copy_rows(Record, columns, rows)
     else:
@@ -187,10 +190,12 @@ def unsealed_feed(entries: int):
     ids = dict(Record.objects.filter(feed=feed).values_list("key", "pk"))
     rows = ((feed.pk, n + 1, ids[f"k{n}"], "create", stamps[n], d["title"], d["summary"],
              json(d["links"]), json(d["metadata"])) for n, d in enumerate(data))
+    entry_columns = ("feed_id", "seq", "record_id", "kind", "updated", "title", "summary",
+                     "links", "metadata")
     if copy:
-        fastsql.copy_rows(Entry, ENTRY_COLUMNS, rows)
+        fastsql.copy_rows(Entry, entry_columns, rows)
     else:
-        names = [Entry._meta.get_field(column).attname for column in ENTRY_COLUMNS]
+        names = [Entry._meta.get_field(column).attname for column in entry_columns]
         Entry.objects.bulk_create([Entry(**dict(zip(names, row, strict=True))) for row in rows],
                                   batch_size=2000)
     Feed.objects.filter(pk=feed.pk).update(last_seq=entries, last_updated=stamps[-1])
