@@ -18,6 +18,17 @@ from .walking import NS, walk
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 
+def put_at_once(feed, writers: int, per_writer: int) -> None:
+    """`writers` threads started together, each putting `per_writer` records of its own."""
+    def writer(w):
+        def job():
+            for n in range(per_writer):
+                publishing.put_record(feed=feed, key=f"w{w}-{n}", data=record_data(n))
+        return job
+
+    raise_first_error(run_at_once([writer(w) for w in range(writers)]))
+
+
 def test_it_runs_on_postgresql():
     assert connection.vendor == "postgresql"
 
@@ -26,14 +37,7 @@ def test_concurrent_writers_lose_nothing_and_keep_seq_and_updated_order(settings
     settings.FEEDPUB_SEAL_ON_WRITE = False
     feed = FeedFactory(page_size=7)
     writers, per_writer = 8, 25
-
-    def writer(w):
-        def job():
-            for n in range(per_writer):
-                publishing.put_record(feed=feed, key=f"w{w}-{n}", data=record_data(n))
-        return job
-
-    raise_first_error(run_at_once([writer(w) for w in range(writers)]))
+    put_at_once(feed, writers, per_writer)
 
     log = list(Entry.objects.filter(feed=feed).order_by("seq")
                .values_list("seq", "updated", "record__key"))
@@ -146,14 +150,7 @@ def test_writers_sealing_after_their_writes_seal_each_page_once_in_order(setting
     settings.FEEDPUB_SEAL_ON_WRITE = True
     feed = FeedFactory(page_size=5)
     writers, per_writer = 8, 20
-
-    def writer(w):
-        def job():
-            for n in range(per_writer):
-                publishing.put_record(feed=feed, key=f"w{w}-{n}", data=record_data(n))
-        return job
-
-    raise_first_error(run_at_once([writer(w) for w in range(writers)]))
+    put_at_once(feed, writers, per_writer)
     seal_all()  # what a write passed by, as seal_archives would
 
     pages = list(ArchivePage.objects.filter(feed=feed).order_by("number"))
