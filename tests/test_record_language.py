@@ -17,6 +17,7 @@ from archives.models import Record
 
 from .factories import FeedFactory
 from .feeds_live import make_live_feed
+from .oai import ask
 
 ATOM = "{http://www.w3.org/2005/Atom}"
 XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
@@ -90,9 +91,9 @@ def test_a_linked_page_entity_carries_it(client, feed):
 
 def test_oai_pmh_gives_it_as_dc_language_and_in_the_feedpub_format(client, feed):
     def record(prefix: str) -> etree._Element:
-        answer = client.get("/oai", {"verb": "GetRecord", "metadataPrefix": prefix,
-                                     "identifier": f"oai:feedpub.localhost:{feed.uuid}/faust"})
-        root = etree.fromstring(answer.content)
+        # (each answer checked against OAI-PMH's schema and its format's, tests/oai.py)
+        root = ask(client, verb="GetRecord", metadataPrefix=prefix,
+                   identifier=f"oai:feedpub.localhost:{feed.uuid}/faust")
         return root.find(".//{http://www.openarchives.org/OAI/2.0/}metadata")[0]
 
     assert [element.text for element in record("oai_dc").iter(f"{DC}language")] == ["de"]
