@@ -8,7 +8,7 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from archives.db import bulkwrite
-from archives.log import publishing
+from archives.log import access, publishing
 from archives.log.sealing import seal_feed
 from archives.models import Entry, Feed, Record
 from archives.validation import RECORD_FIELDS
@@ -232,7 +232,7 @@ def test_records_and_entries_are_built_by_position_from_their_models_fields(feed
     bulkwrite.set_record_fields(record, ("T", "S", {"a": 1}, [], *(
         getattr(record, name) for name in RECORD_FIELDS[4:])))
     moment = datetime(2024, 1, 2, tzinfo=UTC)
-    entry = bulkwrite.new_entry(feed, 7, record, Entry.Kind.CREATE, moment, 3)
+    entry = bulkwrite.new_entry(feed, 7, record, Entry.Kind.CREATE, moment, access.UNKNOWN, 3)
     assert (entry.pk, entry.feed_id, entry.seq, entry.kind, entry.updated, entry.title,
             entry.summary, entry.links, entry.metadata, entry.schema_version) == \
         (None, feed.pk, 7, "create", moment, "T", "S", [], {"a": 1}, 3)
@@ -241,7 +241,7 @@ def test_records_and_entries_are_built_by_position_from_their_models_fields(feed
     # An entry holds every field of its record as the change left it.
     assert [getattr(entry, name) for name in RECORD_FIELDS] == \
         [getattr(record, name) for name in RECORD_FIELDS]
-    deletion = bulkwrite.new_entry(feed, 8, record, Entry.Kind.DELETE, moment, None)
+    deletion = bulkwrite.new_entry(feed, 8, record, Entry.Kind.DELETE, moment, access.UNKNOWN, None)
     assert (deletion.title, deletion.summary, deletion.links, deletion.metadata,
             deletion.schema_version) == ("T", "", [], None, None)
 

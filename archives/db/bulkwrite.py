@@ -22,7 +22,7 @@ from archives.db.rows import (
     RECORD_COLUMNS,
     positional,
 )
-from archives.models import Entry, Feed, Record
+from archives.models import ACTOR_COLUMNS, Entry, Feed, Record
 from archives.validation import RECORD_FIELDS
 
 # json.dumps(value, ensure_ascii=False), its encoder made once (json.dumps makes one a call).
@@ -144,8 +144,9 @@ _ENTRY_FEED, _ENTRY_RECORD = Entry._meta.get_field("feed"), Entry._meta.get_fiel
 _record = positional(Record, ("feed_id", "key"))
 # An entry holds its record's fields as the change left them; a deletion, its title alone.
 _entry = positional(Entry, ("feed_id", "seq", "record_id", "kind", "updated",
-                            "schema_version", *RECORD_FIELDS))
-_deletion = positional(Entry, ("feed_id", "seq", "record_id", "kind", "updated", "title"))
+                            *ACTOR_COLUMNS, "schema_version", *RECORD_FIELDS))
+_deletion = positional(Entry, ("feed_id", "seq", "record_id", "kind", "updated",
+                               *ACTOR_COLUMNS, "title"))
 # A record's fields (validation.RECORD_FIELDS), in one C call: what a put compares and sets.
 record_fields = attrgetter(*RECORD_FIELDS)
 
@@ -164,13 +165,13 @@ def new_record(feed: Feed, key: str) -> Record:
 
 
 def new_entry(feed: Feed, seq: int, record: Record, kind: str, updated: datetime,
-              schema_version: int | None) -> Entry:
+              actor: Sequence[Any], schema_version: int | None) -> Entry:
     """The entry of a change to `record`, as the change left it (it takes the record's id
-    when that is stored)."""
+    when that is stored), by `actor` (its ACTOR_COLUMNS' values)."""
     if kind == Entry.Kind.DELETE:
-        entry = _deletion(feed.pk, seq, record.pk, kind, updated, record.title)
+        entry = _deletion(feed.pk, seq, record.pk, kind, updated, *actor, record.title)
     else:
-        entry = _entry(feed.pk, seq, record.pk, kind, updated, schema_version,
+        entry = _entry(feed.pk, seq, record.pk, kind, updated, *actor, schema_version,
                        *record_fields(record))
     _ENTRY_FEED.set_cached_value(entry, feed)
     _ENTRY_RECORD.set_cached_value(entry, record)

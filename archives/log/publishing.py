@@ -39,6 +39,8 @@ from archives.validation import (
 
 # Writes of the feed itself live in feedwrites.py; its names are this module's too, as every
 # write of the log has been (callers and tests reach them here).
+from . import access
+from .access import Actor
 from .feedwrites import (
     FROZEN,
     UNDELETABLE,
@@ -101,27 +103,31 @@ def record_etag(record: Record | None) -> str | None:
 
 def put_record(
     *, feed: Feed | str, key: str, data: Mapping[str, Any] | RecordData,
-    if_match: str | None = None,
+    if_match: str | None = None, actor: Actor | None = None,
 ) -> Entry | None:
     """Create or replace a record. Returns its new entry, or None when nothing changed.
 
     `feed` is a Feed or its slug: a slug is read only once, under the lock (the API's
-    single PUT), and raises Feed.DoesNotExist when no feed has it."""
+    single PUT), and raises Feed.DoesNotExist when no feed has it. `actor`: who writes
+    (checked, and kept with the entry; None: unchecked, and kept as unknown); raises
+    access.NotAllowed when they may not."""
     operation = Put(key=clean_key(key), record=clean_record(data))
     try:
-        return _write(feed, {0: operation}, if_match=if_match)[0]
+        return _write(feed, {0: operation}, if_match=if_match, actor=actor)[0]
     except BatchError as error:  # the record does not match the feed's schema
         raise ValidationError(error.errors[0]) from None
 
 
-def delete_record(*, feed: Feed | str, key: str, if_match: str | None = None) -> Entry | None:
+def delete_record(*, feed: Feed | str, key: str, if_match: str | None = None,
+                  actor: Actor | None = None) -> Entry | None:
     """Delete a record: appends a deletion entry, or None when it was deleted already.
 
-    Raises Record.DoesNotExist for a key that never existed in the feed (`feed`: as for
-    put_record).
+    Raises Record.DoesNotExist for a key that never existed in the feed (`feed`, `actor`: as
+    for put_record).
     """
     try:
-        return _write(feed, {0: Delete(key=clean_key(key))}, if_match=if_match)[0]
+        return _write(feed, {0: Delete(key=clean_key(key))}, if_match=if_match,
+                      actor=actor)[0]
     except BatchError:  # the one operation deletes a key that does not exist
         raise Record.DoesNotExist(f"No record {key!r} in feed {feed}") from None
 
@@ -132,13 +138,14 @@ def error_details(error: ValidationError) -> dict[str, list[str]] | list[str]:
 
 
 def apply_batch(*, feed: Feed, operations: Sequence[Mapping[str, Any]],
-                missing_ok: bool = False) -> list[Entry | None]:
+                missing_ok: bool = False, actor: Actor | None = None) -> list[Entry | None]:
     """Apply puts and deletes in order, all or nothing, under one lock of the feed.
 
     `operations` are `{"op": "put", "key": ..., "record": {...}}` or
     `{"op": "delete", "key": ...}`. Raises BatchError naming every bad operation. A
     delete of a key the feed does not have is one, unless `missing_ok`: then it is
-    skipped (its result is None, as for a record deleted already).
+    skipped (its result is None, as for a record deleted already). `actor`: as for
+    put_record.
     """
     if not isinstance(operations, Sequence) or isinstance(operations, str | bytes):
         raise ValidationError({"operations": ["Must be a list of operations."]})
@@ -157,7 +164,7 @@ def apply_batch(*, feed: Feed, operations: Sequence[Mapping[str, Any]],
     # The valid operations run even when some are invalid, so that one answer names every
     # bad operation (a delete of a key that does not exist at that point, too); the
     # transaction is then rolled back whole.
-    return _write(feed, parsed, invalid=invalid, missing_ok=missing_ok)
+    return _write(feed, parsed, invalid=invalid, missing_ok=missing_ok, actor=actor)
 
 
 OPERATION_FIELDS = {"put": frozenset({"op", "key", "record"}), "delete": frozenset({"op", "key"})}
@@ -188,19 +195,20 @@ def _write(
     invalid: dict[int, Any] | None = None,
     if_match: str | None = None,
     missing_ok: bool = False,
+    actor: Actor | None = None,
 ) -> list[Entry | None]:
     """Apply operations (by their index in the request) under the feed lock, or raise
     BatchError naming the `invalid` ones and every delete of an unknown key (unless
-    `missing_ok`)."""
+    `missing_ok`), or access.NotAllowed when `actor` may not take them all."""
     with transaction.atomic():
-        if isinstance(feed, str):
-            locked = Feed.objects.select_for_update().get(slug=feed)
-        else:
-            locked = Feed.objects.select_for_update().get(pk=feed.pk)
+        # What the actor's rights depend on is read with the row (no query of its own).
+        rows = Feed.objects.select_for_update().annotate(**access.feed_annotations(actor))
+        locked = rows.get(slug=feed) if isinstance(feed, str) else rows.get(pk=feed.pk)
         address.check(locked)  # (on the row just locked: no query of its own)
         full_before = locked.full_pages
-        changes = _Changes(locked, missing_ok=missing_ok)
+        changes = _Changes(locked, missing_ok=missing_ok, actor=actor)
         results = changes.apply(operations, if_match=if_match)
+        access.check_records(actor, locked, changes.actions)
         if invalid or changes.refused:
             raise BatchError(dict(sorted({**(invalid or {}), **changes.refused}.items())))
         if changes.entries:  # else nothing changed (a retried put): nothing to write
@@ -227,9 +235,13 @@ def _write(
 class _Changes:
     """The records and entries one locked write produces, saved in a few bulk queries."""
 
-    def __init__(self, feed: Feed, *, missing_ok: bool = False):
+    def __init__(self, feed: Feed, *, missing_ok: bool = False, actor: Actor | None = None):
         self.feed = feed
         self.missing_ok = missing_ok  # a delete of an unknown key is skipped, not refused
+        # What the operations would do ("add", "change", "delete"), changed or not: checked
+        # against the actor's rights (a put that changes nothing is still a write).
+        self.actions: set[str] = set()
+        self.actor = actor.entry_values() if actor is not None else access.UNKNOWN
         self.records: dict[str, Record] = {}
         self.entries: list[Entry] = []
         # Operations refused under the lock: deletes of unknown keys, puts of records that
@@ -253,6 +265,7 @@ class _Changes:
     def _apply(self, index: int, operation: Operation) -> Entry | None:
         record = self.records.get(operation.key)
         if isinstance(operation, Delete):
+            self.actions.add("delete")
             if record is None:
                 if not self.missing_ok:
                     self.refused[index] = {
@@ -262,6 +275,7 @@ class _Changes:
                 return None
             return self._append(record, Entry.Kind.DELETE)
         data = operation.record
+        self.actions.update(("add", "change") if record is None else ("change",))
         if self.schema is not None:
             errors = self.schema.errors(data.metadata)
             if errors:
@@ -294,7 +308,7 @@ class _Changes:
         else:
             record.deleted_at = None
             record.schema_version = version = self.feed.schema_version
-        entry = bulkwrite.new_entry(self.feed, seq, record, kind, updated, version)
+        entry = bulkwrite.new_entry(self.feed, seq, record, kind, updated, self.actor, version)
         self.entries.append(entry)
         return entry
 

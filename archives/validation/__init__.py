@@ -34,6 +34,7 @@ from .records import (  # noqa: F401
     MAX_LINKS,
     MAX_METADATA_BYTES,
     MAX_METADATA_DEPTH,
+    MAX_NOTE_LENGTH,
     MAX_SUMMARY_LENGTH,
     MAX_TITLE_LENGTH,
     MEDIA_TYPE_PATTERN,
@@ -60,6 +61,7 @@ from .records import (  # noqa: F401
     check_metadata,
     clean_feed_text,
     clean_key,
+    clean_note,
     clean_record,
     xml_problem,
 )

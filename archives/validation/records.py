@@ -27,6 +27,7 @@ MAX_METADATA_BYTES = 100_000
 # Deeper JSON exhausts Python's recursion limit on its way to the database (a 500).
 MAX_METADATA_DEPTH = 64
 MAX_LANGUAGE_LENGTH = 35
+MAX_NOTE_LENGTH = 500  # a change's note (why it was made), kept with its entry
 
 LINK_FIELDS = ("href", "rel", "type", "title")
 LINK_FIELD_SET = frozenset(LINK_FIELDS)
@@ -210,6 +211,15 @@ def clean_feed_text(fields: Mapping[str, Any]) -> None:
             errors[name] = [problem]
     if errors:
         raise ValidationError(errors)
+
+
+def clean_note(value: Any) -> str:
+    """A change's note, as any text is checked (never published, but shown in the admin and
+    the history, and kept as long as the log)."""
+    try:
+        return _text(value, MAX_NOTE_LENGTH)
+    except ValidationError as error:
+        raise ValidationError({"note": error.messages}) from None
 
 
 def xml_problem(text: str) -> str | None:

@@ -2,6 +2,7 @@
 
 Rows here are written only by `archives.log.publishing` (feeds, records, entries) and
 `archives.log.sealing` (archive pages); see docs/how-it-works/invariants.md#the-write-path.
+Who may write a feed and with which token: `access`; the WebSub hub's rows: `push`.
 """
 
 from __future__ import annotations
@@ -9,16 +10,15 @@ from __future__ import annotations
 import json
 import uuid
 
-from django.apps import apps
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models.functions import Cast, Lower
 from django.urls import reverse
 from django.utils import timezone
 
-from .conf import settings
-from .formats import record_atom_id
-from .validation import LANGUAGE_MESSAGE, LANGUAGE_RE, MAX_LANGUAGE_LENGTH
+from ..conf import settings
+from ..formats import record_atom_id
+from ..validation import LANGUAGE_MESSAGE, LANGUAGE_RE, MAX_LANGUAGE_LENGTH, MAX_NOTE_LENGTH
 
 MAX_PAGE_SIZE = 10_000
 
@@ -45,6 +45,16 @@ NEEDS_SEALING = ("last_seq__gte",
 # which harvesters keep (deletedRecord=persistent), and its page size sets every page's range.
 # Nor is the feed ever deleted (Feed.deletable); archives.log.publishing enforces both.
 FROZEN_FIELDS = ("slug", "page_size")
+
+
+class Via(models.TextChoices):
+    """The door a change came in by."""
+
+    API = "api"
+    BATCH = "batch"
+    ADMIN = "admin"
+    IMPORT = "import"
+    COMMAND = "command"
 
 
 class Feed(models.Model):
@@ -192,6 +202,10 @@ class Record(models.Model):
         return record_atom_id(self.feed.uuid, self.key)
 
 
+# The Entry columns that say who made a change (archives.log.access.Actor.entry_values).
+ACTOR_COLUMNS = ("user_id", "username", "token_name", "via", "note")
+
+
 class Entry(models.Model):
     """One change to one record, as it was at that moment. Never updated, never deleted."""
 
@@ -199,6 +213,8 @@ class Entry(models.Model):
         CREATE = "create"
         UPDATE = "update"
         DELETE = "delete"
+
+    Via = Via
 
     # No index of its own: the (feed, seq) constraint's index serves every lookup by feed.
     feed = models.ForeignKey(Feed, on_delete=models.PROTECT, related_name="entries",
@@ -219,6 +235,16 @@ class Entry(models.Model):
     metadata = models.JSONField(null=True, blank=True)
     # The feed's schema version (RecordSchema.version) it was checked under; None: none, or deleted.
     schema_version = models.PositiveIntegerField(null=True, blank=True)
+    # Who made the change, and why (archives.log.access.Actor), never published. `username`
+    # keeps the name the user had, should the user be renamed or deleted. Entries written
+    # before these were kept have an unknown actor: no user, and `via` "".
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True,
+                             blank=True, related_name="+")
+    username = models.CharField(max_length=150, blank=True, default="", db_default="")
+    token_name = models.CharField(max_length=100, blank=True, default="", db_default="")
+    via = models.CharField(max_length=7, choices=Via.choices, blank=True, default="",
+                           db_default="")
+    note = models.CharField(max_length=MAX_NOTE_LENGTH, blank=True, default="", db_default="")
 
     class Meta:
         ordering = ["feed", "seq"]
@@ -394,107 +420,12 @@ class SnapshotPage(models.Model):
         return f"{self.snapshot} page {self.number}"
 
 
-def subscription_formats() -> list[tuple[str, str]]:
-    """`Subscription.format`'s choices: the formats of the kinds of document that are WebSub
-    topics (archives/documents/kinds.py). That registry sits above the models, so the app's
-    config hands it down; read when needed, so a new topic needs no migration."""
-    config = apps.get_app_config("archives")
-    # (Typed as any AppConfig; this app's is archives.apps.ArchivesConfig.)
-    return config.subscription_formats()  # type: ignore[attr-defined]
+from .access import ApiToken, FeedRole  # noqa: E402  (they name Feed)
+from .push import Heartbeat, Subscription, subscription_formats  # noqa: E402
 
-
-class Subscription(models.Model):
-    """A WebSub subscription (archives/push/): a callback told of every change of one
-    topic, a feed's document in one format, until its lease expires.
-
-    A row is made by a subscription request and becomes active once the callback has
-    confirmed the intent (`expires_at` set). A request awaiting verification (`intent`) is
-    kept beside the active state, so a failed renewal leaves the subscription as it was.
-    Delivery state: the feed's version (`Version`: its subscription_modified, last_seq and
-    sealed_pages, which only grow) and ETag of the content last delivered, the failures
-    since, and when the next attempt is due; `claimed_until` keeps two workers from
-    delivering to the same callback in one round."""
-
-    class Mode(models.TextChoices):
-        SUBSCRIBE = "subscribe"
-        UNSUBSCRIBE = "unsubscribe"
-
-    # Null once the feed is deleted: the subscriber is then told its topic is gone.
-    feed = models.ForeignKey(Feed, on_delete=models.SET_NULL, null=True,
-                             related_name="subscriptions", db_index=False)
-    # The topic's kind, by its format (archives/documents/kinds.py: Kind.topic).
-    format = models.CharField(max_length=40, choices=subscription_formats)
-    # The topic's own URL (a linked page named as the topic stands for the entry point) and,
-    # when active, the URL the subscriber named (hub.topic), which deliveries name back.
-    topic = models.URLField(max_length=500)
-    named_topic = models.URLField(max_length=500, blank=True)
-    callback = models.URLField(max_length=2000)
-    created = models.DateTimeField(auto_now_add=True)
-    # The active subscription: verified until `expires_at` (None: not verified yet).
-    secret = models.CharField(max_length=200, blank=True)
-    expires_at = models.DateTimeField(null=True, blank=True)
-    # The request awaiting verification ("" when none).
-    intent = models.CharField(max_length=11, choices=Mode.choices, blank=True)
-    intent_topic = models.URLField(max_length=500, blank=True)
-    intent_secret = models.CharField(max_length=200, blank=True)
-    intent_lease_seconds = models.PositiveIntegerField(null=True, blank=True)
-    # When the request was made: a verification's outcome is applied only if no newer
-    # request replaced the one it verified.
-    intent_at = models.DateTimeField(null=True, blank=True)
-    # Delivery: the feed version and ETag last delivered (or skipped: unchanged bytes), the
-    # failures since, when to try again. A worker sends only content of a later version
-    # than the one delivered, so no older document ever follows a newer one.
-    delivered_modified = models.DateTimeField(null=True, blank=True)
-    delivered_seq = models.BigIntegerField(default=0)
-    delivered_sealed = models.PositiveIntegerField(default=0)
-    delivered_etag = models.CharField(max_length=80, blank=True)
-    delivered_at = models.DateTimeField(null=True, blank=True)
-    attempts = models.PositiveIntegerField(default=0)
-    next_attempt_at = models.DateTimeField(default=timezone.now)
-    last_error = models.CharField(max_length=300, blank=True)
-    claimed_until = models.DateTimeField(null=True, blank=True)
-    # Whether the callback may be at a private address: the hub's setting at the subscriber's
-    # latest request, which the worker keeps to (archives/push/hub.py), whatever its own.
-    allow_private_callback = models.BooleanField(default=False)
-
-    class Meta:
-        ordering = ["topic", "callback"]
-        constraints = [
-            # One subscription per (topic, callback), as WebSub keys them: a new request
-            # renews or replaces it.
-            models.UniqueConstraint(fields=["topic", "callback"],
-                                    name="subscription_unique_topic_callback"),
-        ]
-        indexes = [
-            # Serves a delivery round: WHERE feed_id = ? AND format = ? AND expires_at > ?
-            models.Index(fields=["feed", "format", "expires_at"],
-                         name="subscription_topic"),
-            # Serves the verifier: WHERE intent <> '' (empty when nothing waits)
-            models.Index(fields=["id"], condition=~models.Q(intent=""),
-                         name="subscription_intent"),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.callback} <- {self.topic}"
-
-    @property
-    def is_active(self) -> bool:
-        return self.expires_at is not None and self.expires_at > timezone.now()
-
-
-class Heartbeat(models.Model):
-    """When a background process (`name`; "sealer": `seal_archives --watch`) last completed a
-    pass, for /metrics (feedpub/metrics.py): those processes run apart from the web's."""
-
-    name = models.CharField(max_length=40, unique=True)
-    at = models.DateTimeField()
-
-    def __str__(self) -> str:
-        return f"{self.name} at {self.at:%Y-%m-%d %H:%M:%S}"
-
-    @classmethod
-    def beat(cls, name: str) -> None:
-        """Record that `name` completed a pass now (one statement when the row exists)."""
-        now = timezone.now()
-        if not cls.objects.filter(name=name).update(at=now):
-            cls.objects.get_or_create(name=name, defaults={"at": now})
+__all__ = [
+    "ACTOR_COLUMNS", "FROZEN_FIELDS", "MAX_PAGE_SIZE", "NEEDS_SEALING", "ApiToken", "ArchivePage",
+    "Entry", "Feed", "FeedRole", "Heartbeat", "Record", "RecordSchema", "Snapshot",
+    "SnapshotPage", "Subscription", "Via", "default_language", "default_page_size",
+    "subscription_formats", "validate_language",
+]
