@@ -6,7 +6,7 @@ site's strict build, `mkdocs build --strict`; this covers everything else.)
 
 In Python files the comments and docstrings are read (string literals in code are data:
 `"feeds/a/archives/1/index.xml"`); in every other file, all of it. A path is a relative one
-with a `/` and a file extension (`archives/models.py`, `../how-it-works/log.md#the-write-path`),
+with a `/` and a file extension (`archives/formats.py`, `../how-it-works/log.md#the-write-path`),
 or a bare upper-case Markdown name (`DESIGN.md`), found from the repository's root, the
 citing file's folder or one above it. What is not a citation of a repository file is in
 NOT_FILES and NOT_FILE_PREFIXES, each with why.
@@ -159,7 +159,7 @@ def test_the_scan_finds_what_it_looks_for():
     """The patterns catch the citations this test exists for, and pass real ones."""
     text = ('see DESIGN.md "HTTP" and specs/linked-pages-feed.txt; README "Exported pages";\n'
             "the schemas of `../shared/specs/oai-pmh/`\n"
-            "fine: archives/models.py, docs/how-it-works/log.md#the-write-path, README \"Quick "
+            "fine: archives/formats.py, docs/how-it-works/log.md#the-write-path, README \"Quick "
             'start", https://example.org/a/b.md, /srv/x.xml, ../how-it-works/caching.md\n'
             "broken anchor: docs/how-it-works/log.md#no-such-heading\n")
     problems = problems_of(ROOT / "docs" / "how-it-works" / "sample.md", text)
