@@ -380,6 +380,10 @@ STORAGES = {
     "feedpub_pages": FEEDPUB_PAGES_STORAGE,
 }
 
+# Error reports (DEBUG's page, mailed or logged ones) hide sensitive variables with DEBUG on
+# too: an API token's secret is never shown.
+DEFAULT_EXCEPTION_REPORTER_FILTER = "feedpub.reporting.SafeEvenInDebug"
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

@@ -11,6 +11,7 @@ from django.conf import settings
 from django.contrib.auth.models import Permission
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
+from django.views.decorators.debug import sensitive_variables
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
@@ -38,6 +39,9 @@ class TokenAuthentication(authentication.BaseAuthentication):
     ModelBackend keeps on the user for the request, when ModelBackend is the only
     authentication backend."""
 
+    # An error report (DEBUG's page, a logged or mailed one) shows the locals of each frame:
+    # never the secret's.
+    @sensitive_variables("words", "secret")
     def authenticate(self, request: Request) -> tuple[object, ApiToken] | None:
         words = authentication.get_authorization_header(request).split()
         if not words or words[0].decode("latin-1").lower() not in SCHEMES:
@@ -53,6 +57,7 @@ class TokenAuthentication(authentication.BaseAuthentication):
         token = self.authenticate_credentials(secret)
         return token.user, token
 
+    @sensitive_variables("secret")
     def authenticate_credentials(self, secret: str) -> ApiToken:
         token = _token_for(secret)
         now = timezone.now()
@@ -77,6 +82,7 @@ class TokenAuthentication(authentication.BaseAuthentication):
         return 'Bearer realm="api"'
 
 
+@sensitive_variables("secret", "digest")
 def _token_for(secret: str) -> ApiToken:
     """The token of `secret`, with its user and whether it is scoped, in one query. Any
     secret is looked up by its digest: DRF's keys, hashed by the upgrade, have no prefix."""
