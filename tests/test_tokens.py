@@ -534,3 +534,9 @@ def test_drf_tokens_of_before_keep_working_hashed_and_named_migrated(transaction
     assert token.digest == token_digest(key) and key not in (token.digest, token.hint)
     assert put(client(key, "Token"), "books").status_code == 201
     assert put(client(key, "Bearer"), "books", "k2").status_code == 201
+
+
+def test_the_docs_give_secret_scanners_the_pattern_tokens_have():
+    page = (ROOT / "docs/publishing/roles-and-tokens.md").read_text()
+
+    assert f"```text\n{TOKEN_RE}\n```" in page
