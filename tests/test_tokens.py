@@ -549,3 +549,29 @@ def test_the_docs_give_secret_scanners_the_pattern_tokens_have():
     page = (ROOT / "docs/publishing/roles-and-tokens.md").read_text()
 
     assert f"```text\n{TOKEN_RE}\n```" in page
+
+
+# The admin: every token, never its secret nor its digest; revoked there
+
+
+def test_the_admin_lists_every_token_without_its_secret_and_revokes(admin_client, user, feeds):
+    secret = token_for(user, name="books import", feeds=[feeds[0]], read_only=True)
+    other = token_for(User.objects.create_user("sam"), name="sam's job")
+    token = ApiToken.objects.get(digest=token_digest(secret))
+
+    listed = admin_client.get("/admin/archives/apitoken/").content.decode()
+    shown = admin_client.get(f"/admin/archives/apitoken/{token.pk}/change/").content.decode()
+    revoked = admin_client.post("/admin/archives/apitoken/", {
+        "action": "revoke", "_selected_action": [token.pk]}, follow=True)
+
+    assert "books import" in listed
+    assert "sam&#x27;s job" in listed
+    assert token.hint in listed
+    assert "books" in shown
+    for page in (listed, shown):
+        for hidden in (secret, other, token.digest, token_digest(other)):
+            assert hidden not in page
+    assert admin_client.get("/admin/archives/apitoken/add/").status_code == 403
+    assert "Revoked 1 token(s)" in revoked.content.decode()
+    assert list(ApiToken.objects.values_list("name", flat=True)) == ["sam's job"]
+    assert client(secret).get("/api/tokens/").status_code == 401
