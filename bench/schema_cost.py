@@ -75,13 +75,15 @@ def ingest(records: int, *, schema: bool) -> float:
 
 def producer_headers() -> dict[str, str]:
     from django.contrib.auth.models import Permission, User
-    from rest_framework.authtoken.models import Token
+
+    from archives.models import ApiToken
 
     user, _ = User.objects.get_or_create(username="bench-producer")
     user.user_permissions.set(Permission.objects.filter(
         codename__in=["add_record", "change_record"]))
-    token, _ = Token.objects.get_or_create(user=user)
-    return {"HTTP_AUTHORIZATION": f"Token {token.key}"}
+    ApiToken.objects.filter(user=user, name="bench").delete()
+    secret = ApiToken.issue(user=user, name="bench")[1]
+    return {"HTTP_AUTHORIZATION": f"Bearer {secret}"}
 
 
 def single_puts(requests: int, *, schema: bool, headers: dict[str, str]) -> float:

@@ -111,12 +111,13 @@ def fresh_database() -> None:
 def producer_token() -> str:
     """An ordinary user allowed to create and change records, and its API token."""
     from django.contrib.auth.models import Permission, User
-    from rest_framework.authtoken.models import Token
+
+    from archives.models import ApiToken
 
     user = User.objects.create_user("producer")
     user.user_permissions.set(Permission.objects.filter(
         content_type__app_label="archives", codename__in=["add_record", "change_record"]))
-    return Token.objects.create(user=user).key
+    return ApiToken.issue(user=user, name="bench")[1]
 
 
 def new_feed(label: str):

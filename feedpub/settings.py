@@ -200,7 +200,6 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
     "drf_spectacular",
     "drf_spectacular_sidecar",  # the schema UI's assets, served locally (no CDN)
     "django_jsonform",  # the admin's metadata form, drawn from a feed's record schema
@@ -346,8 +345,9 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": (
         "Create feeds and put, patch and delete their records; every change appends one "
         "entry to the feed's Atom log. Reads need no credentials; writes need "
-        "`Authorization: Token <key>` (`manage.py drf_create_token <user>`) and the model "
-        "permissions. Errors are JSON: `detail`, and `errors` naming each field and why."
+        "`Authorization: Bearer <token>` (`manage.py create_token <user> --name <name>`, or "
+        "`POST /api/tokens/`) and the rights to the feed. Errors are JSON: `detail`, and "
+        "`errors` naming each field and why."
     ),
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
@@ -379,6 +379,10 @@ STORAGES = {
     # ...and where sealed pages are exported (see FEEDPUB_PAGES_STORAGE above).
     "feedpub_pages": FEEDPUB_PAGES_STORAGE,
 }
+
+# Error reports (DEBUG's page, mailed or logged ones) hide sensitive variables with DEBUG on
+# too: an API token's secret is never shown.
+DEFAULT_EXCEPTION_REPORTER_FILTER = "feedpub.reporting.SafeEvenInDebug"
 
 LOGGING = {
     "version": 1,

@@ -6,7 +6,7 @@ import factory
 from factory.django import DjangoModelFactory
 
 from archives.log import publishing
-from archives.models import Feed, Record
+from archives.models import ApiToken, Feed, Record
 
 
 class FeedFactory(DjangoModelFactory):
@@ -47,3 +47,9 @@ class RecordFactory(factory.Factory):
     def _create(cls, model_class, *, feed, key, data):
         publishing.put_record(feed=feed, key=key, data=data)
         return Record.objects.get(feed=feed, key=key)
+
+
+def token_for(user, *, name: str | None = None, **scope) -> str:
+    """A new API token of `user` (scope: feeds, read_only, expires), as its secret."""
+    name = name or f"token {ApiToken.objects.filter(user=user).count() + 1}"
+    return ApiToken.issue(user=user, name=name, **scope)[1]

@@ -177,7 +177,8 @@ def test_the_path_parameters_are_described(schema):
 
 def test_token_auth_is_offered_first(schema):
     assert next(iter(schema["components"]["securitySchemes"])) == "tokenAuth"
-    assert schema["components"]["securitySchemes"]["tokenAuth"]["name"] == "Authorization"
+    # HTTP bearer: Swagger UI asks for the token alone and sends `Authorization: Bearer`.
+    assert schema["components"]["securitySchemes"]["tokenAuth"]["scheme"] == "bearer"
     for path, method, operation in operations(schema):
         assert operation["security"][0] == {"tokenAuth": []}, (path, method)
 

@@ -23,7 +23,7 @@ from archives.api.pagination import RecordCursor
 from archives.log import publishing
 from archives.models import Entry, Feed, Record
 
-from .factories import FeedFactory, RecordFactory, record_data
+from .factories import FeedFactory, RecordFactory, record_data, token_for
 from .test_api import (
     RECORD_PERMS,
     UserFactory,
@@ -136,12 +136,10 @@ def send_chunked(live_server, method: str, path: str, token: str, body: bytes):
     ("PATCH", "/api/feeds/books/", {"title": "Changed"}),
 ])
 def test_a_chunked_body_is_refused_with_411_not_taken_for_empty(live_server, method, path, body):
-    from rest_framework.authtoken.models import Token
-
     feed = FeedFactory(slug="books", title="Books")
     RecordFactory(feed=feed, key="k1", data=record_data(1))
     user = UserFactory(perms=[*RECORD_PERMS, "change_feed"])
-    token = Token.objects.create(user=user).key
+    token = token_for(user)
     encoded = json.dumps(body).encode()
 
     status, content_type, answer = send_chunked(live_server, method, path, token, encoded)

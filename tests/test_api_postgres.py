@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth.models import Permission, User
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from archives.documents.records import record_json
 from archives.models import Entry, Record
 
-from .factories import FeedFactory, RecordFactory, record_data
+from .factories import FeedFactory, RecordFactory, record_data, token_for
 from .threads import run_at_once
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -20,7 +19,7 @@ pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 def token(db) -> str:
     user = User.objects.create_user("producer")
     user.user_permissions.set(Permission.objects.filter(codename__endswith="_record"))
-    return Token.objects.create(user=user).key
+    return token_for(user)
 
 
 def client_for(token: str) -> APIClient:
@@ -121,7 +120,7 @@ def test_a_single_put_is_ten_round_trips_with_the_lock_held_to_commit(token, set
                                   record_data(1, title=f"Title of {key}"), format="json")
         assert response.status_code == status
         expected = [
-            'SELECT "authtoken_token"."key"',  # the token and its user
+            'SELECT "archives_apitoken"."id"',  # the token, its scope and its user
             'SELECT DISTINCT "django_content_type"."app_label"',  # every permission
             "BEGIN",
             'SELECT "archives_feed"."id"',

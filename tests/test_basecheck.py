@@ -17,14 +17,13 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test import Client, override_settings
 from django.test.utils import CaptureQueriesContext
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from archives.log import publishing
 from archives.log.sealing import seal_feed
 from archives.models import Feed, Record, Snapshot
 
-from .factories import FeedFactory, record_data
+from .factories import FeedFactory, record_data, token_for
 
 OLD, NEW = "http://127.0.0.1:8000", "http://127.0.0.1:8001"
 
@@ -123,7 +122,7 @@ def test_the_api_with_another_base_url_answers_503_naming_both(sealed_under_old)
     user.user_permissions.set(Permission.objects.filter(
         codename__in=["add_record", "change_record", "delete_record"]))
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token_for(user)}")
 
     response = client.put("/api/feeds/books/records/k9", {"title": "Nine"}, format="json",
                           HTTP_HOST="127.0.0.1:8001")

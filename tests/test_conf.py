@@ -170,7 +170,7 @@ def test_a_setting_is_typed_for_the_modules_that_read_it():
 MINIMAL_SETTINGS = '''
 SECRET_KEY = "another-project"
 INSTALLED_APPS = ["django.contrib.auth", "django.contrib.contenttypes", "rest_framework",
-                  "rest_framework.authtoken", "archives"]
+                  "archives"]
 DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": DB}}
 ROOT_URLCONF = "minimal_urls"
 USE_TZ = True

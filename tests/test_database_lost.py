@@ -21,7 +21,6 @@ import pytest
 from django.contrib.auth.models import Permission, User
 from django.db import OperationalError, connection, connections
 from django.test import Client
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from archives.api import exceptions as api_exceptions
@@ -29,7 +28,7 @@ from archives.db import fastsql
 from archives.log.publishing import put_record
 
 from .asgi_server import AsgiServer
-from .factories import FeedFactory, record_data
+from .factories import FeedFactory, record_data, token_for
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -60,7 +59,7 @@ def writer(transactional_db) -> APIClient:
     user = User.objects.create_user("producer")
     user.user_permissions.set(Permission.objects.filter(codename__endswith="_record"))
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token_for(user)}")
     return client
 
 

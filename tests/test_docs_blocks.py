@@ -51,9 +51,10 @@ SESSIONS = {
     # followed, in either order, without one's feed colliding with the other's.
     # describing-records.md's worked example of a schema, in a feed of its own, follows them.
     # write-access.md's colleague writes to the walkthrough's feed with a token of
-    # their own.
+    # their own, and makes, uses, lists and revokes more (roles-and-tokens.md).
     "api-walkthrough": ("publishing/api.md", "publishing/batch.md", "publishing/import.md",
-                        "describing-records.md", "publishing/write-access.md"),
+                        "describing-records.md", "publishing/write-access.md",
+                        "publishing/roles-and-tokens.md"),
     # The Quick start's demo feed, harvested as Atom (getting-started.md), then over OAI-PMH.
     "quick-start": ("getting-started.md", "consuming/oai-pmh.md"),
 }
@@ -247,8 +248,8 @@ def test_the_api_walkthrough_runs_as_written_after_swagger_ui_examples(migrated,
 
     swagger = (f"{sys.executable} manage.py createsuperuser --noinput --username swagger "
                "--email swagger@example.org && "
-               f"T=$({sys.executable} manage.py drf_create_token swagger | cut -d' ' -f3) && "
-               f"curl --fail-with-body -sS -H \"Authorization: Token $T\" "
+               f"T=$({sys.executable} manage.py create_token swagger --name ui | tail -n1) && "
+               f"curl --fail-with-body -sS -H \"Authorization: Bearer $T\" "
                "-H 'Content-Type: application/json' -X POST "
                f"\"$FEEDPUB_BASE_URL/api/feeds/\" -d {shlex.quote(json.dumps(FEED_BODY))}")
     run_session("api-walkthrough", migrated, tmp_path, before=swagger)

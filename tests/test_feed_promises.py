@@ -17,14 +17,13 @@ from django.db.migrations.loader import MigrationLoader
 from feedpub_consumer.harvesting import harvest
 from feedpub_consumer.linkedharvest import FROM_SNAPSHOT
 from lxml import html
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from archives.log import publishing
 from archives.models import Feed, Record, Snapshot
 from archives.storage.snapshots import take_snapshot
 
-from .factories import FeedFactory, record_data
+from .factories import FeedFactory, record_data, token_for
 from .feeds_live import make_live_feed
 
 PERMS = ["add_feed", "change_feed", "delete_feed", "add_record", "change_record",
@@ -36,7 +35,7 @@ def producer() -> APIClient:
     user = User.objects.create(username="producer")
     user.user_permissions.set(Permission.objects.filter(codename__in=PERMS))
     client = APIClient(raise_request_exception=False)
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token_for(user)}")
     return client
 
 

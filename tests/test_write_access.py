@@ -38,11 +38,11 @@ def producer(db) -> User:
 
 @pytest.fixture
 def token_client(producer) -> APIClient:
-    """The producer's API client, with the token `manage.py drf_create_token` prints."""
+    """The producer's API client, with the token `manage.py create_token` prints."""
     out = io.StringIO()
-    call_command("drf_create_token", "pat", stdout=out)
+    call_command("create_token", "pat", "--name", "tests", stdout=out)
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {out.getvalue().split()[2]}")
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {out.getvalue().splitlines()[-1]}")
     return client
 
 

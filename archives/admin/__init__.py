@@ -4,9 +4,10 @@ Its forms (`forms`, with the fields of `fields` and, for a feed with a record sc
 metadata form `widgets` draws from it) check their input with archives.validation, the rules
 the API applies. Saving a record is a put (one entry per real change), deleting one appends a
 deletion entry and keeps the row (`records`); a feed is created, changed and deleted through
-the write path too (`feeds`); entries and sealed pages are read-only (`entries`). What the
-write path refuses (a record its feed's schema does not take, a schema that is invalid or
-that live records break) is shown at the form's fields, and nothing is written (`refusals`).
+the write path too (`feeds`); entries and sealed pages are read-only (`entries`); API tokens
+are listed and revoked, never shown (`tokens`). What the write path refuses (a record its
+feed's schema does not take, a schema that is invalid or that live records break) is shown
+at the form's fields, and nothing is written (`refusals`).
 The top layer: may use everything of archives below it; nothing imports it.
 """
 
@@ -14,11 +15,12 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from archives.models import ArchivePage, Entry, Feed, Record
+from archives.models import ApiToken, ArchivePage, Entry, Feed, Record
 
 from .entries import ArchivePageAdmin, EntryAdmin
 from .feeds import FeedAdmin
 from .records import RecordAdmin
+from .tokens import ApiTokenAdmin
 
 # The navigation sidebar takes 300 of a 1280-pixel screen from every list; the
 # breadcrumbs and the index page lead everywhere it does.
@@ -28,3 +30,4 @@ admin.site.register(Feed, FeedAdmin)
 admin.site.register(Record, RecordAdmin)
 admin.site.register(Entry, EntryAdmin)
 admin.site.register(ArchivePage, ArchivePageAdmin)
+admin.site.register(ApiToken, ApiTokenAdmin)

@@ -190,3 +190,20 @@ def _stored_over_bounds() -> dict[str, str]:
 PUT_CONFLICT = _stored_over_bounds()
 BATCH_INVALID = {"detail": "1 operation(s) are invalid; nothing was applied.",
                  "errors": {"operations": {"1": _refusal(validation.clean_key, "a b")}}}
+
+# API tokens (archives/api/tokens.py). The secret shown is not one: its checksum is wrong,
+# so that secret scanners taught the prefix pass it by.
+TOKEN_BODY = {"name": "nightly catalogue import", "feeds": [RECORDS_SLUG], "read_only": False,
+              "expires": "2030-12-31T23:59:59Z"}
+TOKEN = {"id": 7, "name": TOKEN_BODY["name"], "feeds": [RECORDS_SLUG], "read_only": False,
+         "expires": "2030-12-31T23:59:59Z", "created": "2026-11-22T16:50:12.004512Z",
+         "last_used": None, "hint": "feedpub_Q3vT"}
+TOKEN_SECRET = "feedpub_Q3vTn8Kq2ZyW0bLxR5sJm7HcD1fGpA9eUo4iNtVk" + "000000"
+TOKEN_CREATE = [
+    OpenApiExample("A token for an import job", value=TOKEN_BODY, request_only=True),
+    OpenApiExample("The token, with its secret (shown once)", response_only=True,
+                   value={**TOKEN, "token": TOKEN_SECRET}),
+]
+TOKEN_LIST = [OpenApiExample("A token (never its secret)", value=TOKEN, response_only=True)]
+TOKEN_INVALID = {"detail": "Invalid input; nothing was written.",
+                 "errors": {"feeds": ["No feed has the slug 'theses'."]}}

@@ -118,8 +118,9 @@ def token_first(result, **kwargs):
     use tokens; the session is for people already logged in to the admin."""
     schemes = result.get("components", {}).get("securitySchemes", {})
     described = {
-        "tokenAuth": "Send `Authorization: Token <key>` (make a key with `manage.py "
-                     "drf_create_token <user>`). In Swagger UI, enter `Token <key>`.",
+        "tokenAuth": "Send `Authorization: Bearer <token>` (`Token <token>` works too). Make "
+                     "a token with `POST /api/tokens/` or `manage.py create_token <user> "
+                     "--name <name>`. In Swagger UI, enter the token alone.",
         "cookieAuth": "The session of a user logged in to the admin (/admin/), with its "
                       "CSRF token: what the browsable API uses.",
     }

@@ -51,7 +51,8 @@ from .serializers import (
 
 ERRORS = {
     400: "Invalid input; `errors` names each field and why. Nothing was written.",
-    401: "A write without credentials (send `Authorization: Token <key>`).",
+    401: "No credentials, or a token that is unknown, expired or revoked (send "
+         "`Authorization: Bearer <token>`).",
     403: "The user lacks the model permission this write needs.",
     404: "No such feed or record.",
     406: "The Accept header asks for no type this API answers in (JSON, or the "

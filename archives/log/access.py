@@ -9,7 +9,8 @@ written, for every door (the API, batches, the admin, imports).
   change, delete and restore its records; a **maintainer** may do that, and change the feed's
   settings, its record schema and its members.
 - A **token** never does more than its user may: a read-only token writes nothing, a token
-  scoped to feeds writes only those.
+  scoped to feeds writes only those; it creates and revokes only tokens that do no more than
+  itself (`check_token_management`).
 - No user (a management command, run by whoever runs the server) may do everything.
 
 The write path reads what a write needs to know of the actor with the feed's row, under its
@@ -18,8 +19,9 @@ lock (`feed_annotations`), so a single PUT checks its role with no query of its 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
@@ -176,3 +178,26 @@ def maintained_feeds(user: Any) -> QuerySet[Feed]:
         return Feed.objects.all()
     return Feed.objects.filter(Exists(FeedRole.objects.filter(
         _roles_of(user), feed=OuterRef("pk"), role=Role.MAINTAINER)))
+
+
+def check_token_management(by: ApiToken | None, feeds: Collection[Feed],
+                           expires: datetime | None = None) -> None:
+    """Refuse (NotAllowed) a token `by` making (or revoking) a token that could do more than
+    itself: a read-only token manages none; a token scoped to feeds, only tokens scoped
+    within them; an expiring token, only tokens that expire no later. (A request by session,
+    `by` None, is its user's own.)"""
+    if by is None:
+        return
+    if by.read_only:
+        raise NotAllowed(f"This token ('{by.name}') is read-only: it cannot create or revoke "
+                         "tokens.")
+    if token_is_scoped(by):
+        own = set(by.feeds.values_list("pk", flat=True))
+        outside = sorted(feed.slug for feed in feeds if feed.pk not in own)
+        if not feeds or outside:
+            where = f"feed '{outside[0]}'" if outside else "every feed"
+            raise NotAllowed(f"This token ('{by.name}') is not scoped to {where}: the tokens "
+                             "it manages must be scoped to some of its own feeds.")
+    if by.expires is not None and (expires is None or expires > by.expires):
+        raise NotAllowed(f"This token ('{by.name}') expires at {by.expires.isoformat()}: the "
+                         "tokens it manages must expire no later.")
