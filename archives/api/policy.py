@@ -35,7 +35,8 @@ class ApiPolicy:
     content_negotiation_class: type[BaseContentNegotiation] = SingleFormatNegotiation
 
     def get_permissions(self) -> list[Any]:
-        # First, whatever the view's own: a read-only token is refused every write.
+        # First, whatever the view's own: a read-only token is refused every write. (The
+        # mixin has no base for mypy to find APIView's method in.)
         return [TokenMayWrite(), *super().get_permissions()]  # type: ignore[misc]
 
     def get_exception_handler(self) -> Callable[[Exception, dict], Any]:

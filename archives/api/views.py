@@ -161,8 +161,8 @@ class FeedList(ApiView):
         return self.get_paginated_response(self.get_serializer(page, many=True).data)
 
     @extend_schema(summary="Create a feed",
-                   description="A slug another feed has, in any case, is refused (409, "
-                               "naming that feed).",
+                   description="For site administrators. A slug another feed has, in "
+                               "any case, is refused (409, naming that feed).",
                    responses={201: FeedSerializer,
                               **errors(400, 401, 403, 409, *BODY,
                                        conflict=examples.CREATE_CONFLICT)},
@@ -210,7 +210,8 @@ class FeedDetail(ApiView):
 
     @extend_schema(
         summary="Delete a feed",
-        description="Deletes a feed that has no entry yet. A feed with entries cannot be "
+        description="For site administrators. "
+                    "Deletes a feed that has no entry yet. A feed with entries cannot be "
                     "deleted (409): delete its records instead, each keeps a deletion "
                     "entry (OAI-PMH's deletedRecord=persistent).",
         responses={204: None, **errors(401, 403, 404, 409)},
