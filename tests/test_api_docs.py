@@ -9,11 +9,13 @@ from io import StringIO
 from urllib.parse import urlsplit
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.urls import resolve
 from lxml import html
 from rest_framework.test import APIClient
 
+from archives.api.examples import MEMBER
 from archives.management.commands import demo_feed
 from archives.models import Feed, Record
 from archives.validation import MAX_KEY_LENGTH
@@ -73,6 +75,7 @@ def quick_start() -> None:
 
 def test_every_request_example_is_accepted_as_it_is(schema):
     quick_start()
+    User.objects.create_user(MEMBER)  # the colleague the members' examples name
     api = token_client(UserFactory(perms=RECORD_PERMS + FEED_PERMS))
     sent = []
     # In the schema's order, as a person trying each one top to bottom in Swagger UI

@@ -295,19 +295,29 @@ def test_live_records_are_shown_whole_to_anyone(deleted, anon):
 # 6. Batches: permissions first, never empty, no lock for nothing
 
 
-def test_a_user_without_record_permissions_is_refused_a_batch_before_it_is_read(db):
-    client = token_client(UserFactory(perms=["change_feed"]))
-    client.raise_request_exception = False
+def test_an_anonymous_batch_is_refused_before_it_is_read(anon):
+    anon.raise_request_exception = False
     FeedFactory(slug="books")
 
-    empty = client.post("/api/feeds/books/batch", {"operations": []}, format="json")
-    unknown_feed = client.post("/api/feeds/nope/batch", {"operations": []}, format="json")
-    not_json = client.generic("POST", "/api/feeds/books/batch", b"{",
-                              content_type="application/json")
+    empty = anon.post("/api/feeds/books/batch", {"operations": []}, format="json")
+    unknown_feed = anon.post("/api/feeds/nope/batch", {"operations": []}, format="json")
+    not_json = anon.generic("POST", "/api/feeds/books/batch", b"{",
+                            content_type="application/json")
 
-    assert_json_error(empty, 403)
-    assert_json_error(unknown_feed, 403)
-    assert_json_error(not_json, 403)
+    assert_json_error(empty, 401)
+    assert_json_error(unknown_feed, 401)
+    assert_json_error(not_json, 401)
+
+
+def test_a_batch_by_a_user_without_a_role_on_the_feed_is_refused(db):
+    client = token_client(UserFactory(perms=["view_record"]))
+    feed = FeedFactory(slug="books")
+
+    response = client.post("/api/feeds/books/batch", {"operations": [
+        {"op": "put", "key": "k1", "record": record_data(1)}]}, format="json")
+
+    assert "producer role" in assert_json_error(response, 403)["detail"]
+    assert Feed.objects.get(pk=feed.pk).last_seq == 0
 
 
 def test_an_empty_batch_is_a_400(producer):

@@ -170,3 +170,42 @@ def test_the_shared_rate_count_adds_four_round_trips_outside_the_write(token, se
     assert throttle[-1] == "COMMIT"
     assert all("feedpub_cache" in statement for statement in throttle[1:3])
     assert "FOR UPDATE" in throttle[1]
+
+
+def test_a_put_by_a_producer_of_the_feed_costs_no_round_trip_more(token, settings):
+    """A user whose right to write comes from a role on the feed (not a global permission)
+    has it read with the feed's row, under its lock: the same statements, in the same
+    order, as a PUT by a user holding the global permissions."""
+    from django.contrib.auth.models import User
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from archives.models import FeedRole
+
+    settings.FEEDPUB_SEAL_ON_WRITE = False
+    settings.FEEDPUB_API_USER_RATE = None
+    feed = FeedFactory(slug="books")
+    client = client_for(token)
+
+    def statements(key):
+        with CaptureQueriesContext(connection) as queries:
+            response = client.put(f"/api/feeds/books/records/{key}", record_data(1),
+                                  format="json")
+        assert response.status_code == 201, response.content
+        return [query["sql"] for query in queries]
+
+    client.put("/api/feeds/books/records/k0", record_data(0), format="json")
+    by_permission = statements("k1")
+    user = User.objects.get(username="producer")  # the token's
+    user.user_permissions.clear()
+    assert client.put("/api/feeds/books/records/k2", record_data(0),
+                      format="json").status_code == 403
+    FeedRole.objects.create(feed=feed, user=user, role=FeedRole.Role.PRODUCER)
+    by_role = statements("k3")
+
+    assert [sql[:20] for sql in by_role] == [sql[:20] for sql in by_permission]
+    (locked,) = [sql for sql in by_role if sql.startswith('SELECT "archives_feed"')]
+    assert "FOR UPDATE" in locked
+    assert "archives_feedrole" in locked  # the role, read with the locked row
+    assert list(Entry.objects.filter(feed=feed).values_list("username", "via")) == [
+        ("producer", "api")] * 3

@@ -17,7 +17,9 @@ from rest_framework.exceptions import NotAcceptable, UnsupportedMediaType
 
 from archives import validation
 from archives.conf import settings
+from archives.log import access
 from archives.log.publishing import FROZEN
+from archives.models import Feed
 
 from .parsers import BodyTooLarge, LengthRequired
 
@@ -54,6 +56,15 @@ KEY_PARAMETER = OpenApiParameter(
         f"{validation.KEY_HELP} A PUT to a new key creates the record."
     ),
     examples=[OpenApiExample(KEY, value=KEY)],
+)
+
+MEMBER = "pat"  # the colleague of docs/publishing/write-access.md
+USERNAME_PARAMETER = OpenApiParameter(
+    "username", OpenApiTypes.STR, OpenApiParameter.PATH,
+    description="The username of one of this server's users. The example, "
+                f"`{MEMBER}`, is the colleague the docs' \"Giving a colleague write access\" "
+                "makes.",
+    examples=[OpenApiExample(MEMBER, value=MEMBER)],
 )
 
 FEED_BODY = {
@@ -139,6 +150,13 @@ BATCH = [
         {"index": 1, "op": "put", "key": "dubliners", "changed": True, "seq": 264},
     ]}),
 ]
+MEMBERS = [OpenApiExample("A maintainer, a producer and a group", response_only=True, value=[
+    {"user": "alice", "role": "maintainer"}, {"user": MEMBER, "role": "producer"},
+    {"group": "cataloguers", "role": "producer"}])]
+MEMBER_PUT = [
+    OpenApiExample("Make a producer", request_only=True, value={"role": "producer"}),
+    OpenApiExample("A producer", response_only=True, value={"user": MEMBER, "role": "producer"}),
+]
 ROOT = [OpenApiExample("The roots", response_only=True, value={
     "feeds": f"{BASE}/api/feeds/", "schema": f"{BASE}/api/schema/",
     "docs": f"{BASE}/api/schema/swagger-ui/"})]
@@ -153,13 +171,22 @@ def _refusal(check, *args) -> dict[str, list[str]]:
     raise AssertionError(f"{check.__name__}{args!r} was accepted")
 
 
+def _denial(check, *args) -> str:
+    """What a rule of archives.log.access says when it refuses `args`."""
+    try:
+        check(*args)
+    except access.NotAllowed as refusal:
+        return str(refusal)
+    raise AssertionError(f"{check.__name__}{args!r} was allowed")
+
+
 # What each refusal looks like (the shape archives.api.exceptions gives every error).
 ERRORS = {
     400: {"detail": "Invalid input; nothing was written.",
           "errors": _refusal(validation.clean_record, {
               "title": "", "links": [{"href": "relative/path", "rel": "related"}]})},
     401: {"detail": "Authentication credentials were not provided."},
-    403: {"detail": "Needs the permission(s) archives.add_record."},
+    403: {"detail": _denial(access.check_maintain, None, Feed(slug=SLUG))},
     404: {"detail": "No Feed matches the given query."},
     406: {"detail": str(NotAcceptable.default_detail)},
     409: {"detail": f"slug: {FROZEN['slug']}", "errors": {"slug": [FROZEN["slug"]]}},

@@ -1,38 +1,81 @@
-"""Anyone may read; a write needs the model permission its method implies."""
+"""Anyone may read feeds and records; who may write what is archives.log.access's to say.
+These classes only refuse early what is refused whatever the request would do, and say
+which rule holds for each view."""
 
 from __future__ import annotations
 
-from rest_framework.exceptions import NotAuthenticated, PermissionDenied
-from rest_framework.permissions import BasePermission, DjangoModelPermissionsOrAnonReadOnly
+from typing import Any
 
-RECORD_WRITE_PERMS = ("archives.add_record", "archives.change_record", "archives.delete_record")
+from rest_framework.permissions import (
+    SAFE_METHODS,
+    BasePermission,
+    DjangoModelPermissionsOrAnonReadOnly,
+)
+from rest_framework.request import Request
+
+from archives.log import access
+from archives.models import ApiToken, Feed
+
+
+def token_of(request: Request) -> ApiToken | None:
+    """The API token the request came with, if it came with one."""
+    return request.auth if isinstance(request.auth, ApiToken) else None
+
+
+class TokenMayWrite(BasePermission):
+    """A read-only token reads: any other method of any view is refused (403) before
+    anything else is looked at. (ApiPolicy puts it before every view's own classes.)"""
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        if request.method not in SAFE_METHODS:
+            access.check_token_writes(token_of(request))  # NotAllowed: a 403 with why
+        return True
 
 
 class ModelPermissionsOrReadOnly(DjangoModelPermissionsOrAnonReadOnly):
     """GET/HEAD/OPTIONS for everyone; POST needs add_<model>, PUT/PATCH change_<model>,
-    DELETE delete_<model> (the model of the view's queryset). A PUT that creates a record
-    also needs add_record, and a batch needs each permission its operations use: the
-    views check those once they know (see `require`)."""
+    DELETE delete_<model> (the model of the view's queryset): the global permissions."""
 
 
-class MayWriteRecords(BasePermission):
-    """A batch needs some record permission before anything else happens (its body is
-    read, its feed looked up); which ones exactly its operations need is checked once
-    it is parsed (`require`)."""
+class FeedPermissions(ModelPermissionsOrReadOnly):
+    """Creating and deleting feeds is site administration (the global add_feed and
+    delete_feed), by a token that reaches every feed (creating) or that one (deleting).
+    Changing a feed (its settings, its record schema) is also its maintainers': checked
+    once the feed is read (`has_object_permission`)."""
 
-    message = ("A batch needs archives.add_record and change_record for puts, "
-               "delete_record for deletes.")
+    perms_map = {**ModelPermissionsOrReadOnly.perms_map, "PATCH": []}
+    messages = {
+        "POST": "Creating a feed needs site administration (the archives.add_feed "
+                "permission).",
+        "DELETE": "Deleting a feed needs site administration (the archives.delete_feed "
+                  "permission).",
+    }
 
-    def has_permission(self, request, view) -> bool:
-        user = request.user
-        return bool(user and user.is_authenticated
-                    and any(user.has_perm(perm) for perm in RECORD_WRITE_PERMS))
+    def has_permission(self, request: Request, view: Any) -> bool:
+        if request.method not in SAFE_METHODS and not request.user.is_authenticated:
+            return False  # a 401, before the feed is looked up
+        self.message = self.messages.get(request.method or "", "")
+        if request.method == "POST":
+            access.check_token_scope(token_of(request), None)
+        return super().has_permission(request, view)
+
+    def has_object_permission(self, request: Request, view: Any, obj: Feed) -> bool:
+        if request.method in SAFE_METHODS:
+            return True
+        access.check_token_scope(token_of(request), obj)
+        if request.method == "PATCH":
+            access.check_maintain(request.user, obj)
+        return True
 
 
-def require(request, *perms: str) -> None:
-    """Refuse (401 anonymous / 403 authenticated) unless the user has every permission."""
-    if not request.user or not request.user.is_authenticated:
-        raise NotAuthenticated()
-    missing = [perm for perm in perms if not request.user.has_perm(perm)]
-    if missing:
-        raise PermissionDenied(f"Needs the permission(s) {', '.join(missing)}.")
+class MaintainersOnly(BasePermission):
+    """A feed's maintainers and the site's administrators, for reading and for writing
+    (its members): checked once the feed is read, by a token that reaches it."""
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        return bool(request.user and request.user.is_authenticated)  # else a 401
+
+    def has_object_permission(self, request: Request, view: Any, obj: Feed) -> bool:
+        access.check_token_scope(token_of(request), obj)
+        access.check_maintain(request.user, obj)
+        return True

@@ -4,7 +4,7 @@ from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.permissions import AllowAny
 
-from . import tokens, views
+from . import members, tokens, views
 from .policy import ApiPolicy
 
 
@@ -33,6 +33,8 @@ urlpatterns = [
     path("feeds/<slug:slug>/batch", views.Batch.as_view(), name="batch"),
     path("tokens/", tokens.TokenList.as_view(), name="token-list"),
     path("tokens/<int:id>", tokens.TokenDetail.as_view(), name="token-detail"),
+    path("feeds/<slug:slug>/members/", members.MemberList.as_view(), name="member-list"),
+    path("feeds/<slug:slug>/members/<str:username>", members.Member.as_view(), name="member"),
     path("schema/", SchemaView.as_view(), name="schema"),
     # Swagger UI loads its assets from drf-spectacular-sidecar's static files: no CDN.
     # (No Redoc: its page template loads web fonts from Google.)

@@ -20,11 +20,12 @@ from drf_spectacular.utils import (
     extend_schema,
 )
 from rest_framework import generics, serializers, status
-from rest_framework.permissions import AllowAny
+from rest_framework.permissions import AllowAny, IsAuthenticatedOrReadOnly
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from archives import validation
 from archives.documents import atom
 from archives.log import publishing
 from archives.models import Entry, Feed, Record
@@ -32,10 +33,11 @@ from archives.parameters import RepeatedParameter, refuse_repeated
 from archives.validation import RECORD_FIELDS, clean_key
 
 from . import examples
+from .actors import NOTE_HEADER, actor_of
 from .exceptions import Conflict, Invalid
 from .pagination import BoundedCursor, FeedCursor, RecordCursor
 from .parsers import require_length
-from .permissions import MayWriteRecords, require
+from .permissions import FeedPermissions
 from .policy import ApiPolicy
 from .serializers import (
     BatchAnswerSerializer,
@@ -53,7 +55,10 @@ ERRORS = {
     400: "Invalid input; `errors` names each field and why. Nothing was written.",
     401: "No credentials, or a token that is unknown, expired or revoked (send "
          "`Authorization: Bearer <token>`).",
-    403: "The user lacks the model permission this write needs.",
+    403: "The user, or the token, may not make this change: the answer names the feed and "
+         "the role it needs (producer of the feed for its records, maintainer for its "
+         "settings, record schema and members; site administration to create or delete "
+         "feeds), or says that the token is read-only or scoped to other feeds.",
     404: "No such feed or record.",
     406: "The Accept header asks for no type this API answers in (JSON, or the "
          "browsable API's HTML).",
@@ -78,6 +83,14 @@ IF_MATCH = OpenApiParameter(
     "If-Match", OpenApiTypes.STR, OpenApiParameter.HEADER,
     description="The record's ETag as last read: the write happens only if it is still "
                 "current (else 412).",
+)
+CHANGE_NOTE = OpenApiParameter(
+    NOTE_HEADER, {"type": "string", "maxLength": validation.MAX_NOTE_LENGTH},
+    OpenApiParameter.HEADER,
+    description="Why the change is made, in a few words (UTF-8, at most "
+                f"{validation.MAX_NOTE_LENGTH} characters, no character XML cannot hold; "
+                "else 400 naming `note`). Kept with the entry in the change history, for "
+                "the feed's producers and maintainers; never published.",
 )
 
 
@@ -136,6 +149,7 @@ class ApiView(ApiPolicy, generics.GenericAPIView):
 
 @extend_schema(tags=["feeds"])
 class FeedList(ApiView):
+    permission_classes = [FeedPermissions]
     queryset = Feed.objects.all()
     serializer_class = FeedSerializer
     pagination_class = FeedCursor
@@ -148,8 +162,8 @@ class FeedList(ApiView):
         return self.get_paginated_response(self.get_serializer(page, many=True).data)
 
     @extend_schema(summary="Create a feed",
-                   description="A slug another feed has, in any case, is refused (409, "
-                               "naming that feed).",
+                   description="For site administrators. A slug another feed has, in "
+                               "any case, is refused (409, naming that feed).",
                    responses={201: FeedSerializer,
                               **errors(400, 401, 403, 409, *BODY,
                                        conflict=examples.CREATE_CONFLICT)},
@@ -165,6 +179,7 @@ class FeedList(ApiView):
 
 @extend_schema(tags=["feeds"], parameters=[examples.SLUG_PARAMETER])
 class FeedDetail(ApiView):
+    permission_classes = [FeedPermissions]  # changing: maintainers too
     queryset = Feed.objects.all()
     serializer_class = FeedSerializer
     lookup_field = "slug"
@@ -178,7 +193,8 @@ class FeedDetail(ApiView):
 
     @extend_schema(
         summary="Change a feed",
-        description="`slug` and `page_size` cannot change once the feed has an entry (409): "
+        description="For the feed's maintainers and site administrators. "
+                    "`slug` and `page_size` cannot change once the feed has an entry (409): "
                     "its record, archive and snapshot URLs, its OAI-PMH set and its pages' "
                     "ranges are promised from then on. A slug another feed has, in any "
                     "case, is refused (409, naming that feed).",
@@ -195,7 +211,8 @@ class FeedDetail(ApiView):
 
     @extend_schema(
         summary="Delete a feed",
-        description="Deletes a feed that has no entry yet. A feed with entries cannot be "
+        description="For site administrators. "
+                    "Deletes a feed that has no entry yet. A feed with entries cannot be "
                     "deleted (409): delete its records instead, each keeps a deletion "
                     "entry (OAI-PMH's deletedRecord=persistent).",
         responses={204: None, **errors(401, 403, 404, 409)},
@@ -252,6 +269,8 @@ class RecordList(FeedMixin, ApiView):
 class RecordDetail(FeedMixin, ApiView):
     """One record by its key. Every answer carries the record's ETag."""
 
+    # Who may write which feed is the write path's to check, under the feed's lock.
+    permission_classes = [IsAuthenticatedOrReadOnly]
     queryset = Record.objects.all()
     serializer_class = RecordSerializer
 
@@ -293,8 +312,8 @@ class RecordDetail(FeedMixin, ApiView):
         summary="Create or replace a record",
         description="201 when the key is new, else 200. A PUT identical to the stored "
                     "record appends no entry; a PUT of a deleted record restores it. "
-                    "Creating needs archives.add_record as well as change_record.",
-        request=RecordBodySerializer, parameters=[IF_MATCH],
+                    "For the feed's producers and maintainers.",
+        request=RecordBodySerializer, parameters=[IF_MATCH, CHANGE_NOTE],
         responses={200: RecordSerializer, 201: RecordSerializer,
                    **errors(400, 401, 403, 404, 409, 412, *BODY,
                             conflict=examples.PUT_CONFLICT)},
@@ -303,12 +322,11 @@ class RecordDetail(FeedMixin, ApiView):
     def put(self, request: Request, slug: str, key: str) -> Response:
         body = RecordBodySerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        if (not request.user.has_perm("archives.add_record")
-                and not Record.objects.filter(feed=self.get_feed(), key=key).exists()):
-            require(request, "archives.add_record")
-        # By slug: the feed is read once, under the write's lock (no feed: 404).
+        # By slug: the feed is read once, under the write's lock (no feed: 404), with what
+        # the actor's rights on it depend on.
         entry = publishing.put_record(feed=slug, key=key, data=body.validated_data,
-                                      if_match=request.headers.get("If-Match"))
+                                      if_match=request.headers.get("If-Match"),
+                                      actor=actor_of(request, "api"))
         record = entry.record if entry else self.get_object()
         created = entry is not None and entry.kind == Entry.Kind.CREATE and (
             record.created == entry.updated)
@@ -319,13 +337,14 @@ class RecordDetail(FeedMixin, ApiView):
         description="Each field given replaces the stored one whole (metadata too); the "
                     "result must be a valid record. A deleted record is not patched (409): "
                     "PUT it to restore it.",
-        request=RecordPatchSerializer, parameters=[IF_MATCH],
+        request=RecordPatchSerializer, parameters=[IF_MATCH, CHANGE_NOTE],
         responses={200: RecordSerializer, **errors(400, 401, 403, 404, 409, 412, *BODY)},
         examples=examples.RECORD_PATCH + examples.RECORD_ANSWER,
     )
     def patch(self, request: Request, slug: str, key: str) -> Response:
         patch = RecordPatchSerializer(data=request.data)
         patch.is_valid(raise_exception=True)
+        actor = actor_of(request, "api")
         if_match = request.headers.get("If-Match")
         # Merge with the stored record and write only if it is still what was merged
         # with; a concurrent writer makes us merge again (the client's own If-Match, if
@@ -341,7 +360,7 @@ class RecordDetail(FeedMixin, ApiView):
             guard = if_match if if_match and if_match.strip() != "*" else (
                 publishing.record_etag(record))
             try:
-                entry = publishing.put_record(feed=record.feed, key=key,
+                entry = publishing.put_record(feed=record.feed, key=key, actor=actor,
                                               data=body.validated_data, if_match=guard)
             except publishing.PreconditionFailed:
                 if guard == if_match:
@@ -355,18 +374,20 @@ class RecordDetail(FeedMixin, ApiView):
         description="Appends a deletion entry (the record stays readable: as a tombstone, "
                     "or whole to users with archives.view_record). Deleting a deleted record "
                     "appends nothing (204).",
-        parameters=[IF_MATCH], responses={204: None, **errors(400, 401, 403, 404, 412)},
+        parameters=[IF_MATCH, CHANGE_NOTE],
+        responses={204: None, **errors(400, 401, 403, 404, 412)},
     )
     def delete(self, request: Request, slug: str, key: str) -> Response:
-        publishing.delete_record(feed=slug, key=key, if_match=request.headers.get("If-Match"))
+        publishing.delete_record(feed=slug, key=key, if_match=request.headers.get("If-Match"),
+                                 actor=actor_of(request, "api"))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 @extend_schema(tags=["records"], parameters=[examples.RECORDS_SLUG_PARAMETER])
 class Batch(FeedMixin, ApiView):
-    # A user without any record permission is refused before anything is read; the
-    # exact permissions depend on the operations: checked in post() once they are parsed.
-    permission_classes = [MayWriteRecords]
+    # Anonymous clients are refused before anything is read; who may write the feed is the
+    # write path's to check, under the feed's lock, once the operations are parsed.
+    permission_classes = [IsAuthenticatedOrReadOnly]
     serializer_class = BatchSerializer
 
     @extend_schema(
@@ -375,10 +396,9 @@ class Batch(FeedMixin, ApiView):
             f"Up to {publishing.MAX_BATCH_OPERATIONS} operations, applied in order, all or "
             "nothing, in one transaction. A refused batch changes nothing and its `errors` "
             "name each bad operation by index: {\"operations\": {\"3\": {\"key\": [...]}}}. "
-            "Puts need archives.add_record and change_record, deletes delete_record. An "
-            "empty batch is refused (400)."
+            "For the feed's producers and maintainers. An empty batch is refused (400)."
         ),
-        request=BatchSerializer,
+        request=BatchSerializer, parameters=[CHANGE_NOTE],
         responses={200: BatchAnswerSerializer,
                    **errors(400, 401, 403, 404, 409, *BODY, invalid=examples.BATCH_INVALID,
                             conflict=examples.PUT_CONFLICT)},
@@ -389,8 +409,8 @@ class Batch(FeedMixin, ApiView):
         batch = BatchSerializer(data=request.data)
         batch.is_valid(raise_exception=True)
         operations = batch.validated_data
-        require(request, *_batch_permissions(operations))
-        entries = publishing.apply_batch(feed=feed, operations=operations)
+        entries = publishing.apply_batch(feed=feed, operations=operations,
+                                         actor=actor_of(request, "batch"))
         results = [
             {"index": index, "op": operation["op"], "key": operation["key"],
              "changed": entry is not None, "seq": entry.seq if entry else None}
@@ -419,9 +439,3 @@ def _record_answer(request: Request, record: Record, *, created: bool = False) -
     return Response(data, headers=headers,
                     status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
-
-def _batch_permissions(operations: list[Any]) -> list[str]:
-    # A list, not a set: a malformed "op" may be unhashable; apply_batch names it later.
-    ops = [operation.get("op") for operation in operations if isinstance(operation, dict)]
-    perms = ["archives.add_record", "archives.change_record"] if "put" in ops else []
-    return perms + (["archives.delete_record"] if "delete" in ops else [])

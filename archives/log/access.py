@@ -121,10 +121,32 @@ def check_records(actor: Actor | None, feed: Feed, actions: Iterable[str]) -> No
 def _check_token(token: ApiToken | None, feed: Feed) -> None:
     if token is None:
         return
-    if token.read_only:
-        raise NotAllowed(f"This token ('{token.name}') is read-only.")
+    check_token_writes(token)
     if hasattr(feed, "in_token_scope") and not feed.in_token_scope:
-        raise NotAllowed(f"This token ('{token.name}') is not scoped to feed '{feed.slug}'.")
+        raise _out_of_scope(token, feed)
+
+
+def check_token_writes(token: ApiToken | None) -> None:
+    """Refuse (NotAllowed) any write by a read-only token, whatever its user may do."""
+    if token is not None and token.read_only:
+        raise NotAllowed(f"This token ('{token.name}') is read-only.")
+
+
+def check_token_scope(token: ApiToken | None, feed: Feed | None) -> None:
+    """Refuse (NotAllowed) a change of `feed` by a token scoped to other feeds, and the
+    creation of a feed (`feed` None) by a token scoped to any: it reaches only its feeds.
+    (Reads the scope: for the doors that are not the write path's.)"""
+    if token is None or not token_is_scoped(token):
+        return
+    if feed is None:
+        raise NotAllowed(f"This token ('{token.name}') is scoped to some feeds; creating a "
+                         "feed needs a token that is not.")
+    if not token.feeds.filter(pk=feed.pk).exists():
+        raise _out_of_scope(token, feed)
+
+
+def _out_of_scope(token: ApiToken, feed: Feed) -> NotAllowed:
+    return NotAllowed(f"This token ('{token.name}') is not scoped to feed '{feed.slug}'.")
 
 
 def role_of(user: Any, feed: Feed) -> str | None:
@@ -201,3 +223,17 @@ def check_token_management(by: ApiToken | None, feeds: Collection[Feed],
     if by.expires is not None and (expires is None or expires > by.expires):
         raise NotAllowed(f"This token ('{by.name}') expires at {by.expires.isoformat()}: the "
                          "tokens it manages must expire no later.")
+
+
+def give_role(*, feed: Feed, user: Any, role: str) -> bool:
+    """Make `user` a `role` of `feed` (replacing the role it had there); True when it had
+    none."""
+    _, created = FeedRole.objects.update_or_create(feed=feed, user=user,
+                                                   defaults={"role": Role(role)})
+    return created
+
+
+def take_role(*, feed: Feed, user: Any) -> bool:
+    """Take `user`'s own role on `feed` away (a group's stays); False when it had none."""
+    deleted, _ = FeedRole.objects.filter(feed=feed, user=user).delete()
+    return bool(deleted)
