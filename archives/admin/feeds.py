@@ -23,7 +23,7 @@ from archives.models import ArchivePage, Entry, Feed, Record
 from .forms import FeedForm
 from .helpers import changelist, counted, link, short, stamp, verbose_name
 from .refusals import Refused, ShowsRefusals
-from .roles import FeedRoleInline, maintained_ids, writable_ids
+from .roles import FeedRoleInline, RefusesUnseen, maintained_ids, writable_ids
 
 
 def _record_counts(feed: Feed) -> tuple[int, int]:
@@ -32,7 +32,7 @@ def _record_counts(feed: Feed) -> tuple[int, int]:
     return feed.record_count, feed.deleted_count  # type: ignore[attr-defined]
 
 
-class FeedAdmin(ShowsRefusals):
+class FeedAdmin(RefusesUnseen, ShowsRefusals):
     form = FeedForm
     list_display = ["short_slug", "short_title", "record_count", "deleted_count", "entry_count",
                     "page_count", "page_size", "changed", "subscription"]

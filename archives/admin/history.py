@@ -23,7 +23,7 @@ UNKNOWN_ACTOR = "unknown actor"
 @dataclass(frozen=True)
 class Change:
     name: str  # a field, or "metadata/<path>"
-    old: str | None  # as JSON; None: it was not there
+    old: str | None  # a text as it is, else as JSON (a "1" and a 1 differ); None: absent
     new: str | None
 
 
@@ -35,8 +35,13 @@ class Row:
     current: bool  # the version the record has now
 
 
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
 def _shown(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    """A field's value: a text as it is, links as JSON."""
+    return value if isinstance(value, str) else _json(value)
 
 
 def paths(value: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
@@ -69,8 +74,8 @@ def changes(before: Entry | None, after: Entry) -> list[Change]:
         old, new = old_paths.get(path, _ABSENT), new_paths.get(path, _ABSENT)
         if old != new or type(old) is not type(new):  # (1 and true, 1 and 1.0 differ)
             found.append(Change(f"metadata/{path}" if path else "metadata",
-                                None if old is _ABSENT else _shown(old),
-                                None if new is _ABSENT else _shown(new)))
+                                None if old is _ABSENT else _json(old),
+                                None if new is _ABSENT else _json(new)))
     return found
 
 

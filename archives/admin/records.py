@@ -93,15 +93,6 @@ class RecordAdmin(RowsOfFeeds, ShowsHistory, ShowsRefusals):
     def has_delete_permission(self, request, obj=None):
         return super().has_delete_permission(request, obj) or self.writes(request, obj)
 
-    def get_object(self, request, object_id, from_field=None):
-        # Found whatever its feed (get_queryset shows only the person's feeds), so that a
-        # record of a feed they may not see is refused (403: has_view_permission), not said
-        # to be missing.
-        try:
-            return Record.objects.select_related("feed").get(pk=int(object_id))
-        except (ValueError, Record.DoesNotExist):
-            return None
-
     def get_fields(self, request, obj=None):
         # The note goes with a change: there is none on a page that only shows the record.
         fields = super().get_fields(request, obj)

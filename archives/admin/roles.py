@@ -10,7 +10,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest, QueryDict
 
@@ -31,9 +31,9 @@ def take_posted_note(request: HttpRequest) -> tuple[str, list[str]]:
         return "", []
     note = request.POST.get("note", "")
     try:
-        request.feedpub_actor = admin_actor(request, note)  # type: ignore[attr-defined]
+        setattr(request, "feedpub_actor", admin_actor(request, note))  # noqa: B010
     except ValidationError as error:
-        request.POST = QueryDict()  # type: ignore[misc]
+        request.POST = QueryDict()
         return note, error.message_dict.get("note", error.messages)
     return note, []
 
@@ -62,7 +62,23 @@ def maintained_ids(request: HttpRequest) -> frozenset[int]:
     return _ids(request, "feedpub_maintained", maintained_feeds)
 
 
-class RowsOfFeeds(admin.ModelAdmin):
+class RefusesUnseen(admin.ModelAdmin):
+    """A row that get_queryset does not show the person (of a feed they have no role on) is
+    refused (403), not said to be missing (Django's redirect)."""
+
+    def get_object(self, request, object_id, from_field=None):
+        found = super().get_object(request, object_id, from_field)
+        if found is None and from_field is None:
+            try:
+                exists = self.model._default_manager.filter(pk=object_id).exists()
+            except (ValueError, ValidationError):
+                exists = False
+            if exists:
+                raise PermissionDenied
+        return found
+
+
+class RowsOfFeeds(RefusesUnseen):
     """The admin of rows that belong to a feed (records, entries): someone with the global
     permission to view them (or change them) sees them all, as before; someone with a role
     on some feeds sees those feeds' rows, and the app in the admin's index."""
@@ -100,7 +116,7 @@ class FeedRoleForm(forms.ModelForm):
         fields = ["user", "group", "role"]
 
     def clean(self):
-        cleaned = super().clean()
+        cleaned = super().clean() or {}
         if self.has_changed() and bool(cleaned.get("user")) == bool(cleaned.get("group")):
             raise ValidationError("Give the role to a user or to a group: one of them.")
         return cleaned
@@ -113,8 +129,8 @@ class FeedRoleFormSet(forms.BaseInlineFormSet):
         super().clean()
         seen: set[Any] = set()
         for form in self.forms:
-            cleaned = getattr(form, "cleaned_data", None)
-            if not cleaned or cleaned.get("DELETE"):
+            cleaned: dict[str, Any] = getattr(form, "cleaned_data", None) or {}
+            if not cleaned or cleaned.get("DELETE"):  # (an empty extra form, a deleted one)
                 continue
             holder = cleaned.get("user") or cleaned.get("group")
             if holder is not None and holder in seen:
