@@ -10,6 +10,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
+from django.contrib.admin.widgets import RelatedFieldWidgetWrapper
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest, QueryDict
@@ -149,6 +150,14 @@ class FeedRoleInline(admin.TabularInline):
     verbose_name = "member"
     verbose_name_plural = "members (who may write this feed's records; maintainers may also "\
                           "change its settings, record schema and members)"
+
+    def formfield_for_dbfield(self, db_field, request, **kwargs):
+        # Plain selects: adding or changing users and groups is not the feed's page's job
+        # (nor, for its maintainers, theirs).
+        field = super().formfield_for_dbfield(db_field, request, **kwargs)
+        if field is not None and isinstance(field.widget, RelatedFieldWidgetWrapper):
+            field.widget = field.widget.widget
+        return field
 
     def _maintains(self, request, feed) -> bool:
         if feed is None:  # the add form: who may add a feed gives its first members
