@@ -8,6 +8,9 @@ the write path too (`feeds`); entries and sealed pages are read-only (`entries`)
 are listed and revoked, never shown (`tokens`). What the write path refuses (a record its
 feed's schema does not take, a schema that is invalid or that live records break) is shown
 at the form's fields, and nothing is written (`refusals`).
+Who sees and does what follows their role on each feed (`roles`, asking archives.log.access),
+and every write names its actor and the person's note; a record's page shows its history and
+restores a version through the write path (`history`, `versions`).
 The top layer: may use everything of archives below it; nothing imports it.
 """
 

@@ -12,7 +12,9 @@ from archives.documents import urls
 from archives.models import ArchivePage, Entry, Record
 from archives.parameters import single
 
-from .helpers import FeedFilter, link, short, short_feed, stamp
+from .helpers import FeedFilter, changelist, link, short, short_feed, stamp
+from .history import actor_label
+from .roles import RowsOfFeeds
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -28,11 +30,16 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
-class EntryAdmin(ReadOnlyAdmin):
-    list_display = ["seq", short_feed, "kind", "record_key", "short_title", "changed", "document"]
-    list_filter = [("feed", FeedFilter), "kind"]
+class EntryAdmin(ReadOnlyAdmin, RowsOfFeeds):
+    """The log, read-only; a feed's producers see its entries (RowsOfFeeds). Who made each
+    change is listed (never published): filtered by user, a person's changes across feeds."""
+
+    list_display = ["seq", short_feed, "kind", "record_key", "short_title", "changed", "actor",
+                    "document"]
+    list_filter = [("feed", FeedFilter), "kind", "via", "user"]
     list_select_related = ["feed", "record"]
-    search_fields = ["record__key", "title"]
+    search_fields = ["record__key", "title", "username"]
+    search_help_text = "Part of a record's key, a title, or the name of the user who wrote it."
     # Newest first: id follows the order entries were written in, across feeds.
     ordering = ["-id"]
     # Counting every entry of a big log on each page view is the slow part of a changelist.
@@ -43,6 +50,12 @@ class EntryAdmin(ReadOnlyAdmin):
         record_id = single(request.GET, "record__id__exact") or ""
         record = (Record.objects.select_related("feed").filter(pk=record_id).first()
                   if record_id.isdigit() else None)
+        user_id = single(request.GET, "user__id__exact") or ""
+        if record is None and user_id.isdigit():
+            username = (self.get_queryset(request).filter(user_id=user_id)
+                        .values_list("username", flat=True).first())
+            extra_context = {"subtitle": f"Changes by {username or 'this user'}, across feeds",
+                             **(extra_context or {})}
         if record is not None:
             extra_context = {"subtitle": format_html(
                 'Entries of the record <a href="{}">{}</a>',
@@ -63,6 +76,14 @@ class EntryAdmin(ReadOnlyAdmin):
     @admin.display(description="updated", ordering="updated")
     def changed(self, entry: Entry):
         return stamp(entry.updated)
+
+    @admin.display(description="by", ordering="username")
+    def actor(self, entry: Entry):
+        label, via = actor_label(entry), f" ({entry.via})" if entry.via else ""
+        if entry.user_id is None:
+            return f"{label}{via}"
+        return format_html('<a href="{}" title="Their changes, across feeds">{}</a>{}',
+                           changelist(Entry, user__id__exact=entry.user_id), label, via)
 
     @admin.display(description="served in")
     def document(self, entry: Entry):

@@ -23,6 +23,7 @@ from archives.models import ArchivePage, Entry, Feed, Record
 from .forms import FeedForm
 from .helpers import changelist, counted, link, short, stamp, verbose_name
 from .refusals import Refused, ShowsRefusals
+from .roles import FeedRoleInline, RefusesUnseen, maintained_ids, writable_ids
 
 
 def _record_counts(feed: Feed) -> tuple[int, int]:
@@ -31,7 +32,7 @@ def _record_counts(feed: Feed) -> tuple[int, int]:
     return feed.record_count, feed.deleted_count  # type: ignore[attr-defined]
 
 
-class FeedAdmin(ShowsRefusals):
+class FeedAdmin(RefusesUnseen, ShowsRefusals):
     form = FeedForm
     list_display = ["short_slug", "short_title", "record_count", "deleted_count", "entry_count",
                     "page_count", "page_size", "changed", "subscription"]
@@ -40,11 +41,41 @@ class FeedAdmin(ShowsRefusals):
     readonly_fields = ["schema_versions", "contents", "activity", "uuid", "last_seq",
                        "last_updated", "sealed_pages", "created"]
     actions = ["seal_now"]
+    inlines = [FeedRoleInline]
 
     def get_queryset(self, request):
-        return super().get_queryset(request).annotate(
+        feeds = super().get_queryset(request).annotate(
             record_count=Count("records", filter=Q(records__deleted_at__isnull=True)),
             deleted_count=Count("records", filter=Q(records__deleted_at__isnull=False)))
+        if super().has_view_permission(request):
+            return feeds
+        return feeds.filter(pk__in=writable_ids(request))  # those they have a role on
+
+    def get_formsets_with_inlines(self, request, obj=None):
+        # A post of the feed's settings alone (a script's, or a form from before members
+        # were on the page) leaves its members as they are, rather than failing.
+        for formset, inline in super().get_formsets_with_inlines(request, obj):
+            if (request.method == "POST"
+                    and f"{formset.get_default_prefix()}-TOTAL_FORMS" not in request.POST):
+                continue
+            yield formset, inline
+
+    # By role (archives.log.access): a feed's producers see its page, its maintainers
+    # change it (settings, record schema, members); adding and deleting feeds stays with
+    # the global permissions (site administrators).
+
+    def has_module_permission(self, request):
+        return super().has_module_permission(request) or bool(writable_ids(request))
+
+    def has_view_permission(self, request, obj=None):
+        ids = writable_ids(request)
+        return super().has_view_permission(request, obj) or (
+            bool(ids) if obj is None else obj.pk in ids)
+
+    def has_change_permission(self, request, obj=None):
+        ids = maintained_ids(request)
+        return super().has_change_permission(request, obj) or (
+            bool(ids) if obj is None else obj.pk in ids)
 
     @admin.display(description="slug", ordering="slug")
     def short_slug(self, feed: Feed):
@@ -223,7 +254,8 @@ class FeedAdmin(ShowsRefusals):
 
     @admin.action(description="Seal full pages now", permissions=["change"])
     def seal_now(self, request, queryset):
-        sealed = {feed.slug: sealing.seal_feed(feed) for feed in queryset}
+        sealed = {feed.slug: sealing.seal_feed(feed)
+                  for feed in queryset.filter(pk__in=maintained_ids(request))}
         lines = format_html_join(
             "; ", "{}: {}",
             ((slug, format_html_join(", ", '<a href="{}">page {}</a>',

@@ -85,11 +85,23 @@ class RecordForm(forms.ModelForm):
         validation.METADATA_HELP, validation.METADATA_EXAMPLE))
     links = PrettyJSONField(empty=list, required=False, initial=list, help_text=_help(
         validation.LINKS_HELP, validation.LINKS_EXAMPLE))
+    # Not a field of the record: why this change is made, kept with the entry it appends.
+    note = forms.CharField(
+        required=False, strip=False, widget=forms.Textarea(attrs={"rows": 2, "cols": 80}),
+        help_text=f"Optional: why you make this change (at most {validation.MAX_NOTE_LENGTH} "
+                  "characters). Kept with the entry this save appends and shown in the "
+                  "record's history to staff; never published.")
     refusal = None  # what the write path refused of this form's save (ShowsRefusals)
 
     class Meta:
         model = Record
         fields = ["feed", "key", *RECORD_FIELDS]
+
+    def clean_note(self):
+        try:
+            return validation.clean_note(self.cleaned_data["note"])
+        except ValidationError as error:
+            raise ValidationError(error.message_dict["note"]) from None
 
     def clean_key(self):
         try:

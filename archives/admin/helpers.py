@@ -46,11 +46,14 @@ def feed_label(feed: Feed) -> str:
 
 
 class FeedFilter(admin.RelatedFieldListFilter):
-    """The lists' "By feed" filter, each feed by feed_label, in the select's order."""
+    """The lists' "By feed" filter, each feed by feed_label, in the select's order: the
+    feeds the person sees (a ModelAdmin's `feeds_shown`, roles.RowsOfFeeds), else all."""
 
     def field_choices(self, field, request, model_admin):
+        shown = getattr(model_admin, "feeds_shown", None)
+        feeds = shown(request) if shown is not None else Feed.objects.all()
         return [(feed.pk, feed_label(feed))
-                for feed in Feed.objects.order_by("title", "slug").only("slug", "title")]
+                for feed in feeds.order_by("title", "slug").only("slug", "title")]
 
 
 @admin.display(description="feed", ordering="feed__slug")

@@ -4,8 +4,10 @@ appends a deletion entry and keeps the row (restorable); a record's feed and key
 from __future__ import annotations
 
 from django.contrib import admin, messages
+from django.contrib.admin.actions import delete_selected as delete_selected_records
 from django.core.exceptions import ValidationError
 from django.http import HttpResponseRedirect
+from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.text import smart_split, unescape_string_literal
@@ -13,6 +15,7 @@ from django.utils.text import smart_split, unescape_string_literal
 from archives.db import django_internals, schemas, search
 from archives.documents import urls
 from archives.log import publishing
+from archives.log.access import NotAllowed, writable_feeds
 from archives.models import Entry, Feed, Record
 from archives.parameters import single
 from archives.validation import RECORD_FIELDS
@@ -30,6 +33,8 @@ from .helpers import (
     verbose_name,
 )
 from .refusals import Refused, ShowsRefusals
+from .roles import RowsOfFeeds, actor_of, admin_actor, take_posted_note
+from .versions import ShowsHistory
 from .widgets import SchemaMetadataField, form_schema
 
 RECORD_FROZEN = {
@@ -62,7 +67,7 @@ def _chosen_feed(request) -> Feed | None:
     return Feed.objects.filter(pk=pk).first() if pk.isdigit() else None
 
 
-class RecordAdmin(ShowsRefusals):
+class RecordAdmin(RowsOfFeeds, ShowsHistory, ShowsRefusals):
     form = RecordForm
     list_display = ["short_key", "short_title", short_feed, "changed", "state", "links_"]
     list_display_links = ["short_key"]
@@ -74,7 +79,26 @@ class RecordAdmin(ShowsRefusals):
                         "word must match (\"quote\" a phrase).")
     readonly_fields = ["created", "updated", "deleted_at", "history", "documents"]
     list_select_related = ["feed"]
-    actions = ["restore"]
+    actions = ["restore", "delete_selected"]
+
+    # A producer of a feed (archives.log.access) adds, changes, deletes and restores its
+    # records; the global record permissions (the `producers` group) still allow every feed.
+
+    def has_add_permission(self, request):
+        return super().has_add_permission(request) or self.writes(request)
+
+    def has_change_permission(self, request, obj=None):
+        return super().has_change_permission(request, obj) or self.writes(request, obj)
+
+    def has_delete_permission(self, request, obj=None):
+        return super().has_delete_permission(request, obj) or self.writes(request, obj)
+
+    def get_fields(self, request, obj=None):
+        # The note goes with a change: there is none on a page that only shows the record.
+        fields = super().get_fields(request, obj)
+        if obj is not None and not self.has_change_permission(request, obj):
+            return [name for name in fields if name != "note"]
+        return fields
 
     def get_search_results(self, request, queryset, search_term):
         # Words as Django's own search splits them, each matched by the one search rule.
@@ -138,7 +162,8 @@ class RecordAdmin(ShowsRefusals):
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         if db_field.name == "feed":  # (only on the add form: a record's feed is fixed)
             kwargs.setdefault("form_class", FeedChoiceField)
-            kwargs.setdefault("queryset", Feed.objects.order_by("title", "slug"))
+            kwargs.setdefault("queryset",
+                              writable_feeds(request.user).order_by("title", "slug"))
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     def get_form(self, request, obj=None, change=False, **kwargs):
@@ -172,9 +197,13 @@ class RecordAdmin(ShowsRefusals):
     def save_model(self, request, obj, form, change):
         # A save is a put: one entry when something changed (and a restore if deleted).
         try:
-            entry = publishing.put_record(feed=obj.feed, key=obj.key, data=form.record_data)
+            entry = publishing.put_record(
+                feed=obj.feed, key=obj.key, data=form.record_data,
+                actor=admin_actor(request, form.cleaned_data.get("note", "")))
         except ValidationError as error:  # e.g. metadata its feed's schema does not take
             raise Refused(error) from None
+        except NotAllowed as refusal:  # the person's role (checked again under the lock)
+            raise Refused(ValidationError(str(refusal))) from None
         request.feedpub_unchanged = obj if change and entry is None else None
         saved = Record.objects.get(feed=obj.feed, key=obj.key)
         django_internals.take_state(obj, saved)
@@ -206,9 +235,29 @@ class RecordAdmin(ShowsRefusals):
         # The new record, not page 1 of a long list where it may not even show.
         return HttpResponseRedirect(reverse("admin:archives_record_change", args=[obj.pk]))
 
+    def delete_view(self, request, object_id, extra_context=None):
+        # The confirmation page takes a note (kept with the deletion entry).
+        note, errors = take_posted_note(request)
+        try:
+            return super().delete_view(request, object_id, {
+                **(extra_context or {}), "note": note, "note_errors": errors})
+        except NotAllowed as refusal:  # (rolled back: nothing was written)
+            self.message_user(request, str(refusal), messages.ERROR)
+            return HttpResponseRedirect(reverse("admin:archives_record_change",
+                                                args=[object_id]))
+
+    @admin.action(description="Delete selected records", permissions=["delete"])
+    def delete_selected(self, request, queryset):
+        # Django's own action, with the note its confirmation page takes.
+        note, errors = take_posted_note(request)
+        response = delete_selected_records(self, request, queryset)
+        if isinstance(response, TemplateResponse) and response.context_data is not None:
+            response.context_data.update(note=note, note_errors=errors)
+        return response
+
     def delete_model(self, request, obj):
         # Deleting appends a deletion entry; the row stays, as the feed's history needs it.
-        publishing.delete_record(feed=obj.feed, key=obj.key)
+        publishing.delete_record(feed=obj.feed, key=obj.key, actor=actor_of(request))
         request.feedpub_deleted_from = obj.feed_id
 
     def response_delete(self, request, obj_display, obj_id):
@@ -223,7 +272,11 @@ class RecordAdmin(ShowsRefusals):
 
     def delete_queryset(self, request, queryset):
         for record in queryset.select_related("feed"):
-            self.delete_model(request, record)
+            try:
+                self.delete_model(request, record)
+            except NotAllowed as refusal:
+                self.message_user(request, f"{record} was not deleted: {refusal}",
+                                  messages.ERROR)
 
     def get_deleted_objects(self, objs, request):
         # Nothing is removed: each record gets a deletion entry and stays restorable, so
@@ -237,10 +290,14 @@ class RecordAdmin(ShowsRefusals):
         for record in queryset.filter(deleted_at__isnull=False).select_related("feed"):
             data = {name: getattr(record, name) for name in RECORD_FIELDS}
             try:
-                publishing.put_record(feed=record.feed, key=record.key, data=data)
+                publishing.put_record(feed=record.feed, key=record.key, data=data,
+                                      actor=admin_actor(request))
             except ValidationError as error:
                 # A deleted record keeps its metadata, which a schema set since may refuse.
                 refused.append((record, "; ".join(error.messages)))
+                continue
+            except NotAllowed as refusal:
+                refused.append((record, str(refusal)))
                 continue
             restored += 1
         if restored or not refused:
