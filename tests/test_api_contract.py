@@ -23,6 +23,8 @@ from .factories import FeedFactory, record_data
 from .test_api import FEED_PERMS, RECORD_PERMS, UserFactory, token_client, url
 
 READS = {"get", "head"}
+# Reads that are not public: who changed a record is for its feed's producers only.
+PRIVATE_READS = {("/api/feeds/{slug}/records/{key}/history", "get")}
 
 
 @pytest.fixture
@@ -62,7 +64,7 @@ def test_the_schema_says_reads_need_no_token_and_writes_do(schema):
     for path, method, operation in operations(schema):
         security = operation["security"]
         assert {"tokenAuth": []} in security, (path, method)
-        if method in READS:
+        if method in READS and (path, method) not in PRIVATE_READS:
             assert {} in security, (path, method)  # OpenAPI's "or no credentials at all"
         else:
             assert {} not in security, (path, method)
@@ -78,6 +80,17 @@ def test_every_read_the_schema_calls_public_answers_without_a_token(schema):
         address = path.replace("{slug}", "books").replace("{key}", "k1")
 
         assert getattr(client, method)(address).status_code == 200, (path, method)
+
+
+def test_the_private_reads_answer_401_without_a_token_and_the_schema_says_so(schema):
+    feed = FeedFactory(slug="books")
+    publishing.put_record(feed=feed, key="k1", data=record_data(1))
+    for path, method in PRIVATE_READS:
+        operation = schema["paths"][path][method]
+        assert "401" in operation["responses"]
+        address = path.replace("{slug}", "books").replace("{key}", "k1")
+
+        assert getattr(APIClient(), method)(address).status_code == 401, (path, method)
 
 
 # Bodies: the type the schema declares, or a 400
