@@ -14,6 +14,7 @@ from io import StringIO
 from pathlib import Path
 
 import pytest
+from django.contrib.auth.models import Group, User
 from django.core.cache import cache
 from django.core.management import call_command
 from django.db import connection, transaction
@@ -58,8 +59,6 @@ def _setup(db, settings):
 def keeper(db):
     """A producer of the feed (in `producers` too, so that the API writes whatever the
     API's own checks are), with a named token."""
-    from django.contrib.auth.models import Group, User
-
     feed = publishing.create_feed(slug=SLUG, title="Books", page_size=3,
                                   record_schema={"type": "object"})
     user = User.objects.create_user(USERNAME, is_staff=True)

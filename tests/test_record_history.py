@@ -5,6 +5,7 @@ administrators only; and the actor and note an import keeps."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from io import StringIO
 
 import pytest
@@ -15,9 +16,11 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
+from archives.db import fastsql
+from archives.formats import rfc3339
 from archives.log import publishing
 from archives.log.access import Actor
-from archives.models import ApiToken, Entry, FeedRole
+from archives.models import ApiToken, Entry, FeedRole, Record
 
 from .factories import FeedFactory, record_data
 
@@ -134,6 +137,20 @@ def test_the_answer_is_private_to_its_reader(books):
     assert history(client_of(pat))["Cache-Control"] == "private"
 
 
+def test_the_answer_is_json_as_the_rest_of_the_api_writes_it(books):
+    pat = member(books, "pat")
+    note = 'A "quoted" word, a \\ backslash, a line\nbreak and ü漢 \U0001f989'
+    publishing.put_record(feed=books, key="moby-dick", data=record_data(1),
+                          actor=Actor(via="admin", user=pat, note=note))
+
+    response = history(client_of(pat))
+
+    assert response["Content-Type"] == "application/json"
+    assert response.json()["entries"][0]["note"] == note
+    assert response.content == json.dumps(
+        response.json(), ensure_ascii=False, separators=(",", ":")).encode()
+
+
 def test_it_reads_in_as_many_queries_for_one_entry_as_for_a_hundred(books):
     pat = member(books, "pat")
     publishing.put_record(feed=books, key="one", data=record_data(1))
@@ -151,6 +168,33 @@ def test_it_reads_in_as_many_queries_for_one_entry_as_for_a_hundred(books):
     entry_queries = [query["sql"] for query in many if "archives_entry" in query["sql"]]
     assert len(entry_queries) == 1
     assert "archives_record" not in entry_queries[0]  # no join: the (record, seq) index
+
+
+def test_the_history_shortcut_reads_what_the_orm_reads(books):
+    publishing.put_record(feed=books, key="moby-dick", data=record_data(1),
+                          actor=Actor(via="import", note="Loaded"))
+    publishing.put_record(feed=books, key="moby-dick", data=record_data(2))
+    publishing.put_record(feed=books, key="other", data=record_data(3))
+    # A time on the second, which SQLite stores without its fraction.
+    Entry.objects.filter(seq=1).update(updated=datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC))
+    record = Record.objects.get(key="moby-dick")
+    orm = [(seq, kind, rfc3339(updated), *rest) for seq, kind, updated, *rest in
+           Entry.objects.filter(record=record).order_by("-seq").values_list(
+               "seq", "kind", "updated", "username", "token_name", "via", "note")]
+
+    with CaptureQueriesContext(connection) as queries:
+        rows = fastsql.history_rows(record.pk)
+
+    assert rows == orm
+    assert rows[1].updated == "2026-01-02T03:04:05.000000Z"
+    assert len(queries) == 1
+
+
+def test_the_history_shortcut_reads_the_entries_table_alone_by_record():
+    updated = fastsql.rfc3339_sql("updated")
+    assert fastsql.history_rows_sql() == (
+        f'SELECT seq, kind, {updated}, username, token_name, via, note FROM '  # noqa: S608
+        f'"archives_entry" WHERE record_id = %s ORDER BY seq DESC')
 
 
 # Who may read it
