@@ -23,8 +23,10 @@ from .factories import FeedFactory, record_data
 from .test_api import FEED_PERMS, RECORD_PERMS, UserFactory, token_client, url
 
 READS = {"get", "head"}
-# Reads that are not public: who may write a feed is for its maintainers to see.
-STAFF_READS = {("/api/feeds/{slug}/members/", "get")}
+# Reads that are not public: who may write a feed is for its maintainers to see, who
+# changed a record for its feed's producers.
+STAFF_READS = {("/api/feeds/{slug}/members/", "get"),
+               ("/api/feeds/{slug}/records/{key}/history", "get")}
 
 
 @pytest.fixture
@@ -84,6 +86,17 @@ def test_every_read_the_schema_calls_public_answers_without_a_token(schema):
         address = path.replace("{slug}", "books").replace("{key}", "k1")
 
         assert getattr(client, method)(address).status_code == 200, (path, method)
+
+
+def test_the_private_reads_answer_401_without_a_token_and_the_schema_says_so(schema):
+    feed = FeedFactory(slug="books")
+    publishing.put_record(feed=feed, key="k1", data=record_data(1))
+    for path, method in [*STAFF_READS, *((path, "get") for path in PRIVATE_READS)]:
+        operation = schema["paths"][path][method]
+        assert "401" in operation["responses"]
+        address = path.replace("{slug}", "books").replace("{key}", "k1")
+
+        assert getattr(APIClient(), method)(address).status_code == 401, (path, method)
 
 
 # Bodies: the type the schema declares, or a 400

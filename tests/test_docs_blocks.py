@@ -51,10 +51,11 @@ SESSIONS = {
     # followed, in either order, without one's feed colliding with the other's.
     # describing-records.md's worked example of a schema, in a feed of its own, follows them.
     # write-access.md's colleague writes to the walkthrough's feed with a token of
-    # their own, and makes, uses, lists and revokes more (roles-and-tokens.md).
+    # their own, makes, uses, lists and revokes more (roles-and-tokens.md), and reads who
+    # changed what (who-changed-what.md).
     "api-walkthrough": ("publishing/api.md", "publishing/batch.md", "publishing/import.md",
                         "describing-records.md", "publishing/write-access.md",
-                        "publishing/roles-and-tokens.md"),
+                        "publishing/roles-and-tokens.md", "publishing/who-changed-what.md"),
     # The Quick start's demo feed, harvested as Atom (getting-started.md), then over OAI-PMH.
     "quick-start": ("getting-started.md", "consuming/oai-pmh.md"),
 }

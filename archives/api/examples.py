@@ -157,6 +157,23 @@ MEMBER_PUT = [
     OpenApiExample("Make a producer", request_only=True, value={"role": "producer"}),
     OpenApiExample("A producer", response_only=True, value={"user": MEMBER, "role": "producer"}),
 ]
+# A record's history (archives/api/history.py), newest first: a change through the API with
+# a token and a note, one by the admin, an import, and one from before actors were kept.
+HISTORY_ANSWER = [OpenApiExample("Who changed a record", response_only=True, value={
+    "feed": RECORDS_SLUG, "key": KEY, "entries": [
+        {"seq": 263, "kind": "update", "updated": "2026-11-24T09:12:40.551203Z",
+         "actor": {"user": "pat", "token": "catalogue sync", "via": "api"},
+         "note": "Publication date from the first edition"},
+        {"seq": 201, "kind": "update", "updated": "2026-11-23T14:03:11.090417Z",
+         "actor": {"user": "sam", "token": None, "via": "admin"}, "note": ""},
+        {"seq": 57, "kind": "update", "updated": "2026-11-22T18:30:00.000000Z",
+         "actor": {"user": None, "token": None, "via": "import"},
+         "note": "Nightly catalogue export"},
+        {"seq": 12, "kind": "create", "updated": "2026-11-22T16:56:03.823429Z",
+         "actor": None, "note": ""},
+    ]})]
+HISTORY_REFUSED = {"detail": f"Reading the history of feed '{RECORDS_SLUG}' needs the producer "
+                             "role on it (or maintainer)."}
 ROOT = [OpenApiExample("The roots", response_only=True, value={
     "feeds": f"{BASE}/api/feeds/", "schema": f"{BASE}/api/schema/",
     "docs": f"{BASE}/api/schema/swagger-ui/"})]

@@ -4,7 +4,7 @@ from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.permissions import AllowAny
 
-from . import members, tokens, views
+from . import history, members, tokens, views
 from .policy import ApiPolicy
 
 
@@ -30,6 +30,8 @@ urlpatterns = [
     # No trailing slash, like the record's public URL /feeds/<slug>/records/<key>.
     path("feeds/<slug:slug>/records/<str:key>", views.RecordDetail.as_view(),
          name="record-detail"),
+    path("feeds/<slug:slug>/records/<str:key>/history", history.RecordHistory.as_view(),
+         name="record-history"),
     path("feeds/<slug:slug>/batch", views.Batch.as_view(), name="batch"),
     path("tokens/", tokens.TokenList.as_view(), name="token-list"),
     path("tokens/<int:id>", tokens.TokenDetail.as_view(), name="token-detail"),

@@ -18,6 +18,9 @@
   reads each entry once), without the ORM's per-row costs.
 - `oai_records`: a page of records in (datestamp, id) order, for OAI-PMH's lists
   (archives/oai/repository.py), without the ORM's per-row and compiling costs.
+- `history_rows`: a record's entries, newest first, for its history (archives/api/
+  history.py), their times formatted by the database: parsing ten thousand timestamps and
+  formatting them again cost as much as the rest of the request.
 
 The rows of `live_records`, `entry_rows` and `oai_records` each have one shape, declared in
 archives/db/rows.py: their SELECT lists and the conversion of their rows (per database)
@@ -42,6 +45,7 @@ from archives.db.rows import (
     LIVE_RECORD,
     OAI_ITEM,
     EntryRow,
+    HistoryRow,
     LiveRecord,
     OaiItem,
     Row,
@@ -326,6 +330,29 @@ def oai_records(*, feed_id: int | None, start: datetime | None, end: datetime | 
     sql = oai_records_sql(feed=feed_id is not None, start=start is not None,
                           end=end is not None, after=after is not None, content=content)
     return _read(OAI_ITEM, sql, [*params, limit], head=not content)
+
+
+def rfc3339_sql(column: str) -> str:
+    """`column`, a timestamp, as formats.rfc3339 writes it (UTC, microseconds, "Z"), in the
+    database's SQL. SQLite keeps timestamps as naive UTC text, without the fraction when it
+    is zero."""
+    if connection.vendor == "postgresql":
+        return f"""to_char({column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')"""
+    return f"replace(substr({column} || '.000000', 1, 26), ' ', 'T') || 'Z'"
+
+
+def history_rows_sql() -> str:
+    entries = connection.ops.quote_name(Entry._meta.db_table)
+    columns = [rfc3339_sql(name) if name == "updated" else name for name in HistoryRow._fields]
+    return (f"SELECT {', '.join(columns)} FROM {entries} "  # noqa: S608
+            "WHERE record_id = %s ORDER BY seq DESC")
+
+
+def history_rows(record_id: int) -> list[HistoryRow]:
+    """The record's entries, newest first (the (record, seq) index), as HistoryRows."""
+    with connection.cursor() as cursor:
+        cursor.execute(history_rows_sql(), [record_id])
+        return list(map(HistoryRow._make, cursor.fetchall()))
 
 
 def _read(shape: Shape[Row], sql: str, params: list, *, head: bool = False) -> list[Row]:

@@ -110,6 +110,20 @@ class OaiItem(NamedTuple):
         return self.deleted_at is not None
 
 
+class HistoryRow(NamedTuple):
+    """An entry as a record's history shows it (fastsql.history_rows, from the entries
+    table alone): what changed when, who changed it and why. `updated` is RFC 3339 text
+    (formats.rfc3339), made by the database: a history reads thousands at once."""
+
+    seq: int
+    kind: str
+    updated: str
+    username: str
+    token_name: str
+    via: str
+    note: str
+
+
 Row = TypeVar("Row", bound=tuple)
 M = TypeVar("M", bound=models.Model)
 

@@ -182,6 +182,19 @@ def may_write_records(user: Any, feed: Feed) -> bool:
     return _writes_every_feed(user) or role_of(user, feed) is not None
 
 
+def check_history(user: Any, feed: Feed, token: ApiToken | None = None) -> None:
+    """Refuse (NotAllowed) unless `user` (with `token`, if it came with one) may read who
+    changed `feed`'s records: those who may write them (its producers and maintainers, the
+    global record permissions, site administrators); a token only within its scope (a
+    read-only token may)."""
+    if token is not None and token_is_scoped(token) and (
+            not token.feeds.filter(pk=feed.pk).exists()):
+        raise NotAllowed(f"This token ('{token.name}') is not scoped to feed '{feed.slug}'.")
+    if not may_write_records(user, feed):
+        raise NotAllowed(f"Reading the history of feed '{feed.slug}' needs the producer role "
+                         "on it (or maintainer).")
+
+
 def writable_feeds(user: Any) -> QuerySet[Feed]:
     """The feeds whose records `user` may write: every feed, or those it has a role on."""
     if user is None or not user.is_authenticated or not user.is_active:

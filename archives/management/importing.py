@@ -11,7 +11,8 @@ written and every batch before it committed; every record is checked there, agai
 feed's schema too. Re-running the file is safe: a put identical to the stored record appends
 nothing, so batches already written append nothing again. For that to hold, a key may
 appear once in a file (two versions of one record would both be written again on every
-run).
+run). Every entry keeps the import's actor (the user it acts as, or the operator, and its
+note); the write path checks that actor's rights on each batch.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from django.core.exceptions import ValidationError
 from archives import jsoninput, validation
 from archives.db import schemas
 from archives.log import publishing
+from archives.log.access import Actor
 from archives.models import Entry, Feed, Record
 from archives.validation import RecordChecker
 
@@ -148,12 +150,14 @@ def format_of(path: str | Path) -> str | None:
 
 def import_records(*, feed: Feed, path: str | Path, file_format: str, batch_size: int,
                    dry_run: bool = False, missing_ok: bool = False,
-                   on_bytes: Callable[[int], object] | None = None) -> Outcome:
+                   on_bytes: Callable[[int], object] | None = None,
+                   actor: Actor | None = None) -> Outcome:
     """Apply every record of the file at `path` to `feed`; raises ImportFailed. A dry run
     checks every line as the write path would (all of them, not up to the first bad
     batch) and writes nothing; it cannot know which deletes name a key the feed lacks.
     Such a delete is refused, unless `missing_ok` (a file regenerated every night may
-    delete what was never imported): then it is skipped and counted."""
+    delete what was never imported): then it is skipped and counted. `actor`: who imports
+    (as for publishing.apply_batch: access.NotAllowed when they may not write the feed)."""
     outcome, problems = Outcome(), {}
     schema = schemas.checker(feed)  # (the write path checks each batch under the one in force)
     with open(path, "rb") as file:
@@ -163,7 +167,7 @@ def import_records(*, feed: Feed, path: str | Path, file_format: str, batch_size
                 if dry_run:
                     problems.update(_check(batch, outcome, schema))
                 else:
-                    _apply(feed, batch, outcome, schema, missing_ok=missing_ok)
+                    _apply(feed, batch, outcome, schema, missing_ok=missing_ok, actor=actor)
         except _Unreadable as error:  # (the batch it was reading is not written)
             raise ImportFailed({**problems, error.number: Problem(error.number, error.why)},
                                outcome) from None
@@ -173,13 +177,13 @@ def import_records(*, feed: Feed, path: str | Path, file_format: str, batch_size
 
 
 def _apply(feed: Feed, batch: list[Line], outcome: Outcome, schema: RecordChecker | None, *,
-           missing_ok: bool) -> None:
+           missing_ok: bool, actor: Actor | None) -> None:
     operations = [line.operation for line in batch if line.operation is not None]
     if len(operations) < len(batch):  # a bad line: not sent, named with every other one
         raise ImportFailed(_check(batch, Outcome(), schema), outcome)
     try:
         entries = publishing.apply_batch(feed=feed, operations=operations,
-                                         missing_ok=missing_ok)
+                                         missing_ok=missing_ok, actor=actor)
     except publishing.BatchError as error:
         raise ImportFailed({batch[index].number: batch[index].said(_why(why))
                             for index, why in error.errors.items()}, outcome) from None

@@ -14,10 +14,13 @@ from django.utils import timezone
 from feedpub_consumer.progress import add_progress_argument, counted, progress_bar
 
 from archives.log import publishing
+from archives.log.access import Actor
 from archives.log.sealing import seal_feed
 from archives.models import Feed, validate_language
 
 TITLE = "Demo research data catalogue"
+# Who writes the demo's records: the operator, by a command.
+OPERATOR = Actor(via="command")
 # Licences by URL: CC BY, BY-NC and BY-SA 4.0, and CC0.
 LICENCES = ["https://creativecommons.org/licenses/by/4.0/",
             "https://creativecommons.org/licenses/by-nc/4.0/",
@@ -247,7 +250,8 @@ def write(feed: Feed, rng: random.Random, records: int, changes: int, written) -
     changes its record, so each write is one entry. The number of live records."""
     catalogue = [Collection.made(rng, n) for n in range(1, records + 1)]
     for collection in catalogue:
-        publishing.put_record(feed=feed, key=collection.key, data=collection.record())
+        publishing.put_record(feed=feed, key=collection.key, data=collection.record(),
+                              actor=OPERATOR)
         written(1)
     withdrawals = set(rng.sample(range(changes),
                                  max(0, min(round(changes * WITHDRAWN), records - 1))))
@@ -255,11 +259,12 @@ def write(feed: Feed, rng: random.Random, records: int, changes: int, written) -
     for change in range(changes):
         collection = rng.choice(live)
         if change in withdrawals:
-            publishing.delete_record(feed=feed, key=collection.key)
+            publishing.delete_record(feed=feed, key=collection.key, actor=OPERATOR)
             live.remove(collection)
         else:
             collection.revise(rng)
-            publishing.put_record(feed=feed, key=collection.key, data=collection.record())
+            publishing.put_record(feed=feed, key=collection.key, data=collection.record(),
+                                  actor=OPERATOR)
         written(1)
     return len(live)
 
