@@ -136,17 +136,23 @@ def check_token_scope(token: ApiToken | None, feed: Feed | None) -> None:
     """Refuse (NotAllowed) a change of `feed` by a token scoped to other feeds, and the
     creation of a feed (`feed` None) by a token scoped to any: it reaches only its feeds.
     (Reads the scope: for the doors that are not the write path's.)"""
-    if token is None or not token_is_scoped(token):
-        return
-    if feed is None:
+    if feed is None and token is not None and token_is_scoped(token):
         raise NotAllowed(f"This token ('{token.name}') is scoped to some feeds; creating a "
                          "feed needs a token that is not.")
-    if not token.feeds.filter(pk=feed.pk).exists():
+    if feed is not None and not _reaches(token, feed):
         raise _out_of_scope(token, feed)
 
 
-def _out_of_scope(token: ApiToken, feed: Feed) -> NotAllowed:
-    return NotAllowed(f"This token ('{token.name}') is not scoped to feed '{feed.slug}'.")
+def _reaches(token: ApiToken | None, feed: Feed) -> bool:
+    """Whether `token` (None: a request without one) reaches `feed`: its scope names it, or
+    it has none."""
+    return token is None or not token_is_scoped(token) or (
+        token.feeds.filter(pk=feed.pk).exists())
+
+
+def _out_of_scope(token: ApiToken | None, feed: Feed) -> NotAllowed:
+    name = token.name if token is not None else ""
+    return NotAllowed(f"This token ('{name}') is not scoped to feed '{feed.slug}'.")
 
 
 def role_of(user: Any, feed: Feed) -> str | None:
@@ -163,8 +169,7 @@ def may_maintain(user: Any, feed: Feed, token: ApiToken | None = None) -> bool:
     record schema and its members."""
     if user is None or not user.is_authenticated:
         return False
-    if token is not None and (token.read_only or (
-            token_is_scoped(token) and not token.feeds.filter(pk=feed.pk).exists())):
+    if (token is not None and token.read_only) or not _reaches(token, feed):
         return False
     return is_site_admin(user) or role_of(user, feed) == Role.MAINTAINER
 
@@ -187,9 +192,8 @@ def check_history(user: Any, feed: Feed, token: ApiToken | None = None) -> None:
     changed `feed`'s records: those who may write them (its producers and maintainers, the
     global record permissions, site administrators); a token only within its scope (a
     read-only token may)."""
-    if token is not None and token_is_scoped(token) and (
-            not token.feeds.filter(pk=feed.pk).exists()):
-        raise NotAllowed(f"This token ('{token.name}') is not scoped to feed '{feed.slug}'.")
+    if not _reaches(token, feed):
+        raise _out_of_scope(token, feed)
     if not may_write_records(user, feed):
         raise NotAllowed(f"Reading the history of feed '{feed.slug}' needs the producer role "
                          "on it (or maintainer).")
