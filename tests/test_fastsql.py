@@ -269,3 +269,35 @@ def test_insert_rows_inserts_in_one_statement_and_returns_one_new_id(db):
     assert sorted(Record.objects.values_list("key", flat=True)) == ["k1", "k2", "k3"]
     with pytest.raises(ValueError, match="not promised for many rows"):
         fastsql.insert_rows(Record, columns, [row, row], returning_id=True)
+
+
+def test_the_access_clauses_say_what_the_orms_exists_says(db):
+    from django.contrib.auth.models import Group, User
+    from django.db.models import Exists, OuterRef, Q
+
+    from archives.models import ApiToken, FeedRole
+
+    feeds = [FeedFactory(slug=f"f{n}") for n in range(4)]
+    own, by_group, neither = (User.objects.create_user(name) for name in ("own", "grouped", "no"))
+    team = Group.objects.create(name="team")
+    by_group.groups.add(team)
+    FeedRole.objects.create(feed=feeds[0], user=own, role="producer")
+    FeedRole.objects.create(feed=feeds[1], group=team, role="maintainer")
+    FeedRole.objects.create(feed=feeds[2], user=by_group, role="producer")
+    scoped, _ = ApiToken.issue(user=own, name="scoped", feeds=[feeds[1], feeds[3]])
+    unscoped, _ = ApiToken.issue(user=own, name="all")
+
+    expected = {own: {"f0"}, by_group: {"f1", "f2"}, neither: set()}
+    for user, slugs in expected.items():
+        orm = Exists(FeedRole.objects.filter(Q(user=user) | Q(group__user=user),
+                                             feed=OuterRef("pk")))
+        rows = Feed.objects.annotate(fast=fastsql.holds_role(user.pk), orm=orm).values_list(
+            "slug", "fast", "orm")
+        assert {slug for slug, fast, _ in rows if fast} == {
+            slug for slug, _, by_orm in rows if by_orm} == slugs
+    in_scope = Feed.objects.annotate(fast=fastsql.in_token_scope(scoped.pk)).values_list(
+        "slug", "fast")
+    assert {slug for slug, fast in in_scope if fast} == {"f1", "f3"}
+    assert {name: bool(flag) for name, flag in ApiToken.objects.annotate(
+        scoped=fastsql.token_is_scoped()).values_list("name", "scoped")} == {
+        "scoped": True, "all": False}

@@ -9,14 +9,14 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth.models import Permission
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Q
 from django.utils import timezone
 from django.views.decorators.debug import sensitive_variables
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
-from archives.db import django_internals
+from archives.db import django_internals, fastsql
 from archives.models.access import TOKEN_PREFIX, ApiToken, token_digest
 
 MODEL_BACKEND = "django.contrib.auth.backends.ModelBackend"
@@ -89,9 +89,9 @@ def _token_for(secret: str) -> ApiToken:
     if not secret or len(secret) > MAX_SECRET_LENGTH:
         raise exceptions.AuthenticationFailed("Invalid token.")
     digest = token_digest(secret)
-    scoped = Exists(ApiToken.feeds.through.objects.filter(apitoken_id=OuterRef("pk")))
-    token = (ApiToken.objects.select_related("user").annotate(scoped=scoped)
-             .filter(digest=digest).first())
+    found = (ApiToken.objects.select_related("user").annotate(scoped=fastsql.token_is_scoped())
+             .filter(digest=digest).order_by()[:1])
+    token = next(iter(found), None)
     # The index found it by equality; the comparison that decides is constant-time.
     if token is None or not hmac.compare_digest(token.digest, digest):
         raise exceptions.AuthenticationFailed("Invalid token.")

@@ -27,6 +27,7 @@ from typing import Any
 from django.core.exceptions import PermissionDenied
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
+from archives.db import fastsql
 from archives.models import ApiToken, Feed, FeedRole, Via
 from archives.validation import clean_note
 
@@ -94,11 +95,9 @@ def feed_annotations(actor: Actor | None) -> dict[str, Any]:
         return {}
     annotations: dict[str, Any] = {}
     if actor.user is not None and not _writes_every_feed(actor.user):
-        annotations["actor_role"] = Exists(
-            FeedRole.objects.filter(_roles_of(actor.user), feed=OuterRef("pk")))
+        annotations["actor_role"] = fastsql.holds_role(actor.user.pk)
     if actor.token is not None and token_is_scoped(actor.token):
-        annotations["in_token_scope"] = Exists(ApiToken.feeds.through.objects.filter(
-            apitoken_id=actor.token.pk, feed_id=OuterRef("pk")))
+        annotations["in_token_scope"] = fastsql.in_token_scope(actor.token.pk)
     return annotations
 
 
