@@ -186,7 +186,8 @@ def test_the_token_its_user_and_its_scope_are_one_query(user, feeds):
     reads = [q["sql"] for q in queries if "archives_apitoken" in q["sql"]]
     assert len(reads) == 1
     assert '"auth_user"' in reads[0]
-    assert "archives_apitoken_feeds" in reads[0]
+    # Whether it is scoped is its own column: not even a subquery of its feeds.
+    assert "archives_apitoken_feeds" not in reads[0]
 
 
 # Scope and read-only: a token never does more than its user, nor more than it says
@@ -215,6 +216,20 @@ def test_a_token_scoped_to_a_feed_its_user_cannot_write_writes_nothing(db, feeds
 
     assert put(api, "films").status_code == 403
     assert put(api, "books").status_code == 403
+    assert not Record.objects.exists()
+
+
+def test_a_token_scoped_to_feeds_since_deleted_reaches_none(user, feeds):
+    """Deleting the only feed of a token's scope (possible while it has no entries) leaves
+    the token scoped to nothing, not to everything."""
+    doomed = FeedFactory(slug="doomed")
+    api = client(token_for(user, name="doomed only", feeds=[doomed]))
+    client(token_for(User.objects.create_superuser("root"))).delete("/api/feeds/doomed/")
+
+    refused = put(api, "books")
+
+    assert refused.status_code == 403
+    assert "not scoped to feed 'books'" in detail(refused)
     assert not Record.objects.exists()
 
 

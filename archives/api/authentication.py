@@ -16,7 +16,7 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
-from archives.db import django_internals, fastsql
+from archives.db import django_internals
 from archives.models.access import TOKEN_PREFIX, ApiToken, token_digest
 
 MODEL_BACKEND = "django.contrib.auth.backends.ModelBackend"
@@ -30,8 +30,7 @@ MAX_SECRET_LENGTH = 200
 
 
 class TokenAuthentication(authentication.BaseAuthentication):
-    """Authenticates a request by its API token; `request.auth` is the ApiToken, read with
-    whether it is scoped to feeds (`scoped`, for archives.log.access.token_is_scoped).
+    """Authenticates a request by its API token; `request.auth` is the ApiToken.
 
     Every write checks model permissions, which Django's ModelBackend reads on the first
     has_perm() of a request in two queries (the user's own, then its groups'): two of a
@@ -84,14 +83,13 @@ class TokenAuthentication(authentication.BaseAuthentication):
 
 @sensitive_variables("secret", "digest")
 def _token_for(secret: str) -> ApiToken:
-    """The token of `secret`, with its user and whether it is scoped, in one query. Any
+    """The token of `secret`, with its user, in one query. Any
     secret is looked up by its digest: DRF's keys, hashed by the upgrade, have no prefix."""
     if not secret or len(secret) > MAX_SECRET_LENGTH:
         raise exceptions.AuthenticationFailed("Invalid token.")
     digest = token_digest(secret)
-    found = (ApiToken.objects.select_related("user").annotate(scoped=fastsql.token_is_scoped())
-             .filter(digest=digest).order_by()[:1])
-    token = next(iter(found), None)
+    token = next(iter(ApiToken.objects.select_related("user").filter(digest=digest)
+                      .order_by()[:1]), None)
     # The index found it by equality; the comparison that decides is constant-time.
     if token is None or not hmac.compare_digest(token.digest, digest):
         raise exceptions.AuthenticationFailed("Invalid token.")

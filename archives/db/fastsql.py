@@ -18,10 +18,9 @@
   reads each entry once), without the ORM's per-row costs.
 - `oai_records`: a page of records in (datestamp, id) order, for OAI-PMH's lists
   (archives/oai/repository.py), without the ORM's per-row and compiling costs.
-- `holds_role`, `in_token_scope`, `token_is_scoped`: who may write, read with the row it is
-  about (the feed locked by a write, the token of a request), as EXISTS clauses written
-  once: the ORM's Exists() of the same cost a single PUT ~0.5 ms of compiling
-  (bench/access.py).
+- `holds_role`, `in_token_scope`: who may write, read with the feed a write locks, as
+  EXISTS clauses written once: the ORM's Exists() of the same cost a single PUT ~0.5 ms of
+  compiling (bench/access.py).
 - `history_rows`: a record's entries, newest first, for its history (archives/api/
   history.py), their times formatted by the database: parsing ten thousand timestamps and
   formatting them again cost as much as the rest of the request.
@@ -398,7 +397,7 @@ def _bytes(value: bytes | memoryview | None) -> bytes | None:
 
 
 @cache
-def _access_sql() -> tuple[str, str, str]:
+def _access_sql() -> tuple[str, str]:
     from django.contrib.auth import get_user_model
     from django.contrib.auth.models import Group
 
@@ -407,7 +406,7 @@ def _access_sql() -> tuple[str, str, str]:
     user_column, group_column = (
         next(str(field.column) for field in user_groups.fields if field.related_model is model)
         for model in (get_user_model(), Group))
-    feed, token = quote(Feed._meta.db_table), quote(ApiToken._meta.db_table)
+    feed = quote(Feed._meta.db_table)
     role = quote(FeedRole._meta.db_table)
     scope = quote(ApiToken.feeds.through._meta.db_table)
     # (The user model's groups' table is the project's; ours are named by Django.)
@@ -417,8 +416,7 @@ def _access_sql() -> tuple[str, str, str]:
              f"WHERE g.{quote(user_column)} = %s)))")
     in_scope = (f"EXISTS (SELECT 1 FROM {scope} s "  # noqa: S608
                 f"WHERE s.apitoken_id = %s AND s.feed_id = {feed}.id)")
-    scoped = f"EXISTS (SELECT 1 FROM {scope} s WHERE s.apitoken_id = {token}.id)"  # noqa: S608
-    return holds, in_scope, scoped
+    return holds, in_scope
 
 
 def holds_role(user_id: Any) -> RawSQL:
@@ -429,8 +427,3 @@ def holds_role(user_id: Any) -> RawSQL:
 def in_token_scope(token_id: int) -> RawSQL:
     """On a read of feeds: whether the token's scope names the feed."""
     return RawSQL(_access_sql()[1], (token_id,))  # noqa: S611
-
-
-def token_is_scoped() -> RawSQL:
-    """On a read of API tokens: whether the token names feeds."""
-    return RawSQL(_access_sql()[2], ())  # noqa: S611

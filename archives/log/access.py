@@ -77,12 +77,6 @@ def _writes_every_feed(user: Any) -> bool:
     return is_site_admin(user) or user.has_perms(RECORD_PERMISSIONS.values())
 
 
-def token_is_scoped(token: ApiToken) -> bool:
-    """Whether the token names feeds (read with the token when it authenticated)."""
-    scoped = getattr(token, "scoped", None)
-    return token.feeds.exists() if scoped is None else bool(scoped)
-
-
 def _roles_of(user: Any) -> Q:
     return Q(user=user) | Q(group__user=user)
 
@@ -96,7 +90,7 @@ def feed_annotations(actor: Actor | None) -> dict[str, Any]:
     annotations: dict[str, Any] = {}
     if actor.user is not None and not _writes_every_feed(actor.user):
         annotations["actor_role"] = fastsql.holds_role(actor.user.pk)
-    if actor.token is not None and token_is_scoped(actor.token):
+    if actor.token is not None and actor.token.scoped:
         annotations["in_token_scope"] = fastsql.in_token_scope(actor.token.pk)
     return annotations
 
@@ -135,7 +129,7 @@ def check_token_scope(token: ApiToken | None, feed: Feed | None) -> None:
     """Refuse (NotAllowed) a change of `feed` by a token scoped to other feeds, and the
     creation of a feed (`feed` None) by a token scoped to any: it reaches only its feeds.
     (Reads the scope: for the doors that are not the write path's.)"""
-    if feed is None and token is not None and token_is_scoped(token):
+    if feed is None and token is not None and token.scoped:
         raise NotAllowed(f"This token ('{token.name}') is scoped to some feeds; creating a "
                          "feed needs a token that is not.")
     if feed is not None and not _reaches(token, feed):
@@ -145,7 +139,7 @@ def check_token_scope(token: ApiToken | None, feed: Feed | None) -> None:
 def _reaches(token: ApiToken | None, feed: Feed) -> bool:
     """Whether `token` (None: a request without one) reaches `feed`: its scope names it, or
     it has none."""
-    return token is None or not token_is_scoped(token) or (
+    return token is None or not token.scoped or (
         token.feeds.filter(pk=feed.pk).exists())
 
 
@@ -229,7 +223,7 @@ def check_token_management(by: ApiToken | None, feeds: Collection[Feed],
     if by.read_only:
         raise NotAllowed(f"This token ('{by.name}') is read-only: it cannot create or revoke "
                          "tokens.")
-    if token_is_scoped(by):
+    if by.scoped:
         own = set(by.feeds.values_list("pk", flat=True))
         outside = sorted(feed.slug for feed in feeds if feed.pk not in own)
         if not feeds or outside:

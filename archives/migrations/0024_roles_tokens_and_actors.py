@@ -46,6 +46,7 @@ class Migration(migrations.Migration):
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('name', models.CharField(max_length=100)),
+                ('scoped', models.BooleanField(default=False, editable=False)),
                 ('digest', models.CharField(editable=False, max_length=64, unique=True)),
                 ('hint', models.CharField(editable=False, max_length=20)),
                 ('read_only', models.BooleanField(default=False)),

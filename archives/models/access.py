@@ -100,7 +100,9 @@ class ApiToken(models.Model):
     digest = models.CharField(max_length=64, unique=True, editable=False)
     # The secret's first characters, to tell one's tokens apart (and find a leaked one).
     hint = models.CharField(max_length=20, editable=False)
-    # Empty: every feed its user may write.
+    # Scoped: only `feeds` (a token whose feeds were all deleted since reaches none);
+    # else every feed its user may write. Fixed when the token is issued.
+    scoped = models.BooleanField(default=False, editable=False)
     feeds = models.ManyToManyField("archives.Feed", blank=True, related_name="+")
     read_only = models.BooleanField(default=False)
     expires = models.DateTimeField(null=True, blank=True)
@@ -122,11 +124,11 @@ class ApiToken(models.Model):
     def issue(cls, *, user, name: str, feeds: Iterable = (), read_only: bool = False,
               expires: datetime | None = None) -> tuple[ApiToken, str]:
         """A new token and its secret, which is stored nowhere: show it once."""
-        secret = new_secret()
+        secret, feeds = new_secret(), list(feeds)
         with transaction.atomic():
             token = cls.objects.create(user=user, name=name, digest=token_digest(secret),
                                        hint=secret[:len(TOKEN_PREFIX) + 4], read_only=read_only,
-                                       expires=expires)
+                                       expires=expires, scoped=bool(feeds))
             token.feeds.set(feeds)
         return token, secret
 
