@@ -62,6 +62,17 @@ def pages_dir(settings, tmp_path_factory):
 
 
 @pytest.fixture
+def fresh_throttles(db):
+    """API request counts start at zero: they live in the shared cache's table, which
+    transactional tests keep (`pytestmark = pytest.mark.usefixtures("fresh_throttles")`)."""
+    from django.core.cache import cache as shared
+
+    shared.clear()
+    yield
+    shared.clear()
+
+
+@pytest.fixture
 def settled(monkeypatch):
     """Documents read as if a minute had passed since their last change, so that they
     carry their Last-Modified (archives/documents/base.py sends none for the first seconds)."""

@@ -9,7 +9,6 @@ from io import StringIO
 import factory
 import pytest
 from django.contrib.auth.models import Permission, User
-from django.core.cache import cache
 from django.core.management import call_command
 from factory.django import DjangoModelFactory
 from lxml import etree, html
@@ -47,12 +46,7 @@ def token_client(user: User) -> APIClient:
     return client
 
 
-@pytest.fixture(autouse=True)
-def _fresh_throttles(db):
-    # Request counts live in the shared cache's table, which transactional tests keep.
-    cache.clear()
-    yield
-    cache.clear()
+pytestmark = pytest.mark.usefixtures("fresh_throttles")
 
 
 @pytest.fixture

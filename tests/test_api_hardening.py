@@ -27,10 +27,11 @@ from .factories import FeedFactory, RecordFactory, record_data, token_for
 from .test_api import (
     RECORD_PERMS,
     UserFactory,
-    _fresh_throttles,  # noqa: F401 (autouse: fresh request counts for these tests too)
     token_client,
     url,
 )
+
+pytestmark = pytest.mark.usefixtures("fresh_throttles")
 
 
 @pytest.fixture

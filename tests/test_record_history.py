@@ -10,7 +10,6 @@ from io import StringIO
 
 import pytest
 from django.contrib.auth.models import Group, Permission, User
-from django.core.cache import cache
 from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -27,11 +26,7 @@ from .factories import FeedFactory, record_data
 HISTORY = "/api/feeds/{slug}/records/{key}/history"
 
 
-@pytest.fixture(autouse=True)
-def _fresh_throttles(db):
-    cache.clear()  # request counts live in the shared cache's table
-    yield
-    cache.clear()
+pytestmark = pytest.mark.usefixtures("fresh_throttles")
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ from collections.abc import Callable
 
 import pytest
 from django.contrib.auth.models import Group, Permission, User
-from django.core.cache import cache
 from rest_framework.test import APIClient
 
 from archives.log import publishing
@@ -20,11 +19,7 @@ from .factories import FeedFactory, record_data
 Writer = Callable[[], User]
 
 
-@pytest.fixture(autouse=True)
-def _fresh_throttles(db):
-    cache.clear()  # request counts live in the shared cache's table
-    yield
-    cache.clear()
+pytestmark = pytest.mark.usefixtures("fresh_throttles")
 
 
 @pytest.fixture
