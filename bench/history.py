@@ -25,7 +25,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DB_NAME = os.environ.get("BENCH_HISTORY_DB", "bench_history")
-SQLITE_PATH = Path(f"/tmp/{DB_NAME}.sqlite3")
 BATCH = 1000
 GOAL_MS = 100
 ENV = {
@@ -124,16 +123,12 @@ def main() -> None:
     parser.add_argument("--sqlite", action="store_true")
     options = parser.parse_args()
     python = str(ROOT / ".venv" / "bin" / "python")
-    if options.sqlite:
-        SQLITE_PATH.unlink(missing_ok=True)
-        url = f"sqlite:///{SQLITE_PATH}"
-    else:
-        subprocess.run(["dropdb", "-h", "127.0.0.1", "-U", "postgres", "--if-exists", DB_NAME],
-                       check=True)
-        subprocess.run(["createdb", "-h", "127.0.0.1", "-U", "postgres", DB_NAME], check=True)
-        url = f"postgres://postgres@127.0.0.1:5432/{DB_NAME}"
+    sys.path.insert(0, str(ROOT))
+    from bench.databases import fresh_database, migrate
+
+    url = fresh_database(DB_NAME, sqlite=options.sqlite)
     env = {**os.environ, **ENV, "DATABASE_URL": url}
-    subprocess.run([python, "manage.py", "migrate", "-v0"], cwd=ROOT, check=True, env=env)
+    migrate(ROOT, env, python)
     subprocess.run([python, __file__, "--measure", str(options.versions),
                     str(options.requests)], cwd=ROOT, check=True, env=env)
 
