@@ -3,7 +3,7 @@ with a scoped token, against the same by the global `producers` group, and again
 checkout from before per-feed roles and tokens (`--base`), all measured in the same run.
 
     .venv/bin/python bench/access.py --base /path/to/older/checkout [--trials 5]
-                                     [--requests 300] [--batches 8]
+                                     [--rounds 6] [--requests 200] [--batches 2]
 
 Three sides, each in processes of its own with its checkout first on the path:
 
@@ -13,13 +13,16 @@ Three sides, each in processes of its own with its checkout first on the path:
   producer role on the feeds written, and a token scoped to them (the rights are read with
   the locked feed row: no query of their own).
 
-Each measures, through Django's WSGI handler in its process (no HTTP server, no client: a
-request's own cost, as bench/single_put.py's in-process part), `--requests` single PUTs of
-new records (`PUT /api/feeds/<slug>/records/<key>`, ms of CPU and of wall a request) and
-`--batches` batches of 1,000 new records (`POST .../batch`, µs of CPU a record). Sealing
-on write is off and throttling too: they cost the same on every side. The trials alternate
-the sides' order; the medians and their ratios to `base, group` are printed. Target: head
-within 5 % of base (ratio <= 1.05).
+Each side's kinds are measured in one process, interleaved round by round (`--rounds`),
+so that they share its state and differ only by who writes; the sides alternate in
+processes of their own (`--trials`). Each round is, through Django's WSGI handler (no HTTP
+server, no client: a request's own cost, as bench/single_put.py's in-process part),
+`--requests` single PUTs of new records (`PUT /api/feeds/<slug>/records/<key>`, ms of CPU
+and of wall a request) and `--batches` batches of 1,000 new records (`POST .../batch`, µs of
+CPU a record). Sealing on write is off and throttling too: they cost the same on every
+side. Printed: each trial's medians, then the medians of the ratios of trials: role
+against group in the same processes (the check's own cost), head against base across
+processes (noisier: a few %). Target: within 5 %.
 
 PostgreSQL at 127.0.0.1:5432 (user postgres, trust): databases `bench_access_base` and
 `bench_access_head`, (re)created and migrated by each side's checkout.
@@ -75,8 +78,10 @@ def producer(kind: str, feeds: list) -> str:
     return ApiToken.issue(user=user, name="bench", feeds=feeds)[1]
 
 
-def work(kind: str, requests: int, batches: int) -> dict[str, float]:
-    """One side's measurement, in this process (its checkout on the path)."""
+def work(kinds: list[str], requests: int, batches: int, rounds: int) -> dict[str, dict]:
+    """One side's measurement, in this process (its checkout on the path): its kinds
+    interleaved, round by round, so that they share the process's state (caches, memory,
+    the database's) and differ only by who writes."""
     import django
 
     django.setup()
@@ -86,12 +91,7 @@ def work(kind: str, requests: int, batches: int) -> dict[str, float]:
     from archives.log.publishing import create_feed
     from bench.data import record
 
-    stamp = time.time_ns()
-    feeds = [create_feed(slug=f"{name}-{stamp}", title=f"Access: {name}", page_size=PAGE_SIZE)
-             for name in ("puts", "batches")]
-    secret = producer(kind, feeds)
     handler, factory = WSGIHandler(), RequestFactory()
-    auth = {"HTTP_AUTHORIZATION": f"Token {secret}", "content_type": "application/json"}
     body = json.dumps(record(7))
 
     def answer(request) -> None:
@@ -102,28 +102,46 @@ def work(kind: str, requests: int, batches: int) -> dict[str, float]:
         if not statuses[0].startswith("20"):
             raise RuntimeError(f"{request.environ['PATH_INFO']}: {statuses[0]}")
 
-    puts = [factory.put(f"/api/feeds/{feeds[0].slug}/records/k{n}", body, **auth)
-            for n in range(requests + 1)]
-    answer(puts[0])  # not timed: the first request of a process
-    wall, cpu = time.perf_counter(), time.process_time()
-    for request in puts[1:]:
-        answer(request)
-    put_wall = 1000 * (time.perf_counter() - wall) / requests
-    put_cpu = 1000 * (time.process_time() - cpu) / requests
+    writers = {}
+    for kind in kinds:
+        stamp = time.time_ns()
+        feeds = [create_feed(slug=f"{name}-{kind}-{stamp}", title=f"Access: {name}",
+                             page_size=PAGE_SIZE) for name in ("puts", "batches")]
+        secret = producer(kind, feeds)
+        writers[kind] = feeds, {"HTTP_AUTHORIZATION": f"Token {secret}",
+                                "content_type": "application/json"}
+        answer(factory.put(f"/api/feeds/{feeds[0].slug}/records/first", body,
+                           **writers[kind][1]))  # not timed: the first request of a kind
 
-    def batch(n: int):
+    def batch(kind: str, n: int):
+        feeds, auth = writers[kind]
         operations = [{"op": "put", "key": f"b{n}-{i}", "record": record(n * BATCH + i)}
                       for i in range(BATCH)]
         return factory.post(f"/api/feeds/{feeds[1].slug}/batch",
                             json.dumps({"operations": operations}), **auth)
 
-    posts = [batch(n) for n in range(batches + 1)]
-    answer(posts[0])
-    cpu = time.process_time()
-    for request in posts[1:]:
-        answer(request)
-    batch_cpu = 1e6 * (time.process_time() - cpu) / (batches * BATCH)
-    return {"put_cpu_ms": put_cpu, "put_wall_ms": put_wall, "batch_cpu_us": batch_cpu}
+    measured: dict[str, dict[str, list[float]]] = {kind: {} for kind in kinds}
+    for round_ in range(rounds):
+        for kind in kinds if round_ % 2 == 0 else reversed(kinds):
+            feeds, auth = writers[kind]
+            puts = [factory.put(f"/api/feeds/{feeds[0].slug}/records/k{round_}-{n}", body,
+                                **auth) for n in range(requests)]
+            posts = [batch(kind, round_ * batches + n) for n in range(batches)]
+            wall, cpu = time.perf_counter(), time.process_time()
+            for request in puts:
+                answer(request)
+            figures = measured[kind]
+            figures.setdefault("put_wall_ms", []).append(
+                1000 * (time.perf_counter() - wall) / requests)
+            figures.setdefault("put_cpu_ms", []).append(
+                1000 * (time.process_time() - cpu) / requests)
+            cpu = time.process_time()
+            for request in posts:
+                answer(request)
+            figures.setdefault("batch_cpu_us", []).append(
+                1e6 * (time.process_time() - cpu) / (batches * BATCH))
+    return {kind: {name: statistics.median(values) for name, values in figures.items()}
+            for kind, figures in measured.items()}
 
 
 def side_env(checkout: Path, name: str) -> dict[str, str]:
@@ -145,12 +163,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base", type=Path, help="the older checkout to compare against")
     parser.add_argument("--trials", type=int, default=5)
-    parser.add_argument("--requests", type=int, default=300)
-    parser.add_argument("--batches", type=int, default=8)
-    parser.add_argument("--worker", choices=sorted(LABELS), help=argparse.SUPPRESS)
+    parser.add_argument("--rounds", type=int, default=6, help="of each kind, in a trial")
+    parser.add_argument("--requests", type=int, default=200, help="single PUTs a round")
+    parser.add_argument("--batches", type=int, default=2, help="batches a round")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
     options = parser.parse_args()
     if options.worker:
-        print(json.dumps(work(options.worker, options.requests, options.batches)))
+        print(json.dumps(work(options.worker.split(","), options.requests, options.batches,
+                              options.rounds)))
         return
     if options.base is None:
         parser.error("--base is needed: the checkout to compare against")
@@ -160,27 +180,36 @@ def main() -> None:
     results: dict[tuple[str, str], list[dict[str, float]]] = {side: [] for side in SIDES}
     print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}", flush=True)
     for trial in range(options.trials):
-        order = SIDES if trial % 2 == 0 else tuple(reversed(SIDES))
-        for name, kind in order:
+        for name in ("base", "head") if trial % 2 == 0 else ("head", "base"):
+            kinds = [kind for side, kind in SIDES if side == name]
             # This file from this checkout, its imports from the side's (PYTHONPATH first).
             done = subprocess.run(
-                [sys.executable, str(Path(__file__).resolve()), "--worker", kind,
-                 "--requests", str(options.requests), "--batches", str(options.batches)],
+                [sys.executable, str(Path(__file__).resolve()), "--worker", ",".join(kinds),
+                 "--requests", str(options.requests), "--batches", str(options.batches),
+                 "--rounds", str(options.rounds)],
                 env=side_env(checkouts[name], name), check=True, capture_output=True,
                 text=True, cwd=checkouts[name])
-            figures = json.loads(done.stdout.strip().splitlines()[-1])
-            results[name, kind].append(figures)
-            print(f"trial {trial + 1} {name}, {LABELS[kind]}: "
-                  + ", ".join(f"{key} {value:.3f}" for key, value in figures.items()),
-                  flush=True)
+            for kind, figures in json.loads(done.stdout.strip().splitlines()[-1]).items():
+                results[name, kind].append(figures)
+                print(f"trial {trial + 1} {name}, {LABELS[kind]}: "
+                      + ", ".join(f"{key} {value:.3f}" for key, value in figures.items()),
+                      flush=True)
     medians = {side: {key: statistics.median(run[key] for run in runs) for key in runs[0]}
                for side, runs in results.items()}
-    base = medians["base", "group"]
-    print(f"\nmedians of {options.trials} trials (ratio to base, group), load average "
-          f"{os.getloadavg()[0]:.1f}")
+    print(f"\nmedians of {options.trials} trials, load average {os.getloadavg()[0]:.1f}")
     for side, figures in medians.items():
         print(f"  {side[0]}, {LABELS[side[1]]}: " + ", ".join(
-            f"{key} {value:.3f} ({value / base[key]:.3f}x)" for key, value in figures.items()))
+            f"{key} {value:.3f}" for key, value in figures.items()))
+    # Across processes (base against head) and within one (role against group).
+    for label, (side, against) in {
+            "head, group / base, group": (("head", "group"), ("base", "group")),
+            "head, role + scoped token / head, group": (("head", "role"), ("head", "group")),
+            "head, role + scoped token / base, group": (("head", "role"), ("base", "group")),
+    }.items():
+        ratios = {key: statistics.median(run[key] / other[key] for run, other in
+                                         zip(results[side], results[against], strict=True))
+                  for key in medians[side]}
+        print(f"  {label}: " + ", ".join(f"{key} {value:.3f}x" for key, value in ratios.items()))
 
 
 if __name__ == "__main__":
