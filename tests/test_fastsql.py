@@ -297,3 +297,36 @@ def test_the_access_clauses_say_what_the_orms_exists_says(db):
     in_scope = Feed.objects.annotate(fast=fastsql.in_token_scope(scoped.pk)).values_list(
         "slug", "fast")
     assert {slug for slug, fast in in_scope if fast} == {"f1", "f3"}
+
+
+def test_lock_feed_reads_the_row_as_the_orm_does_with_the_rights_asked(db):
+    from django.contrib.auth.models import User
+    from django.db import transaction
+
+    from archives.models import ApiToken, FeedRole
+
+    books = FeedFactory(slug="books")
+    FeedFactory(slug="films")
+    publishing.put_record(feed=books, key="k1", data=record_data(1))
+    user = User.objects.create_user("pat")
+    FeedRole.objects.create(feed=books, user=user, role="producer")
+    token, _ = ApiToken.issue(user=user, name="books only", feeds=[books])
+    fields = [field.attname for field in Feed._meta.concrete_fields]
+
+    with transaction.atomic():
+        for lookup, value in (("slug", "books"), ("pk", books.pk)):
+            plain = fastsql.lock_feed(lookup, value)
+            asked = fastsql.lock_feed(lookup, value, user_id=user.pk, token_id=token.pk)
+            other = fastsql.lock_feed("slug", "films", user_id=user.pk, token_id=token.pk)
+
+            expected = Feed.objects.get(slug="books")
+            assert [getattr(plain, name) for name in fields] == [
+                getattr(expected, name) for name in fields]
+            assert [getattr(asked, name) for name in fields] == [
+                getattr(expected, name) for name in fields]
+            assert not hasattr(plain, "actor_role")
+            assert not hasattr(plain, "in_token_scope")
+            assert (asked.actor_role, asked.in_token_scope) == (True, True)
+            assert (other.actor_role, other.in_token_scope) == (False, False)
+        with pytest.raises(Feed.DoesNotExist):
+            fastsql.lock_feed("slug", "nope", user_id=user.pk)

@@ -36,7 +36,9 @@ def compile_select(queryset: models.QuerySet, db: BaseDatabaseWrapper) -> tuple[
         return next(iter(compiler.apply_converters(rows, converters))) if converters \
             else rows[0]
 
-    return sql, [column.target.attname for column in columns], first_row
+    # A model's column by its attname; an annotation by its alias.
+    return sql, [alias or column.target.attname for column, _, alias in compiler.select], \
+        first_row
 
 
 def mark_saved(instances: Iterable[models.Model], *, using: str = "default") -> None:

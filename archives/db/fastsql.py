@@ -3,6 +3,8 @@
 
 - `feed_by_slug`, `feed_by_pk`: the poll's one query (when archives/db/heads.py cannot
   answer it from memory), compiled once per connection.
+- `lock_feed`: the write path's read of the feed it locks, with what the writer's rights
+  depend on (`holds_role`, `in_token_scope`), compiled once per connection.
 - `existing_records`: one index probe per key, whatever the planner's statistics.
 - `copy_rows`, `insert`: COPY for rows nothing points back to (entries, sealed pages,
   snapshot pages).
@@ -98,6 +100,43 @@ def _feed_by(lookup: str, value, db: BaseDatabaseWrapper) -> Feed:
     if not rows:
         raise Feed.DoesNotExist(f"No feed {value!r}")
     return Feed.from_db(db.alias, names, first_row(rows))
+
+
+def lock_feed(lookup: str, value: Any, *, user_id: Any = None,
+              token_id: int | None = None) -> Feed:
+    """The feed whose `lookup` ("slug" or "pk") is `value`, its row locked (SELECT ... FOR
+    UPDATE: the write path's, inside its transaction), read with `actor_role` (whether the
+    user `user_id` holds a role on it) and `in_token_scope` (whether the token `token_id`'s
+    scope names it) when they are given. Compiled once per connection and variant: the
+    ORM's compiling cost a single PUT more than the lookup (~0.15 ms of the query, ~0.05 ms
+    an annotation). Raises Feed.DoesNotExist."""
+    db = connections["default"]
+    variants = db.__dict__.setdefault(COMPILED, {})
+    asked = {name: value_ for name, value_ in (("actor_role", user_id),
+                                               ("in_token_scope", token_id))
+             if value_ is not None}
+    key = ("lock", lookup, *asked)
+    compiled = variants.get(key)
+    if compiled is None:
+        annotations = {"actor_role": holds_role(0), "in_token_scope": in_token_scope(0)}
+        rows = Feed.objects.select_for_update().filter(**{lookup: value}).order_by().annotate(
+            **{name: annotations[name] for name in asked})
+        compiled = variants[key] = django_internals.compile_select(rows, db)
+    sql, names, first_row = compiled
+    # The annotations' parameters come first (in the SELECT list), then the lookup's.
+    params = [*(user_id, user_id)[:2 if "actor_role" in asked else 0],
+              *([token_id] if "in_token_scope" in asked else []), value]
+    with db.cursor() as cursor:
+        cursor.execute(sql, params)
+        found = cursor.fetchall()
+    if not found:
+        raise Feed.DoesNotExist(f"No feed {value!r}")
+    values = first_row(found)
+    columns = len(names) - len(asked)
+    feed = Feed.from_db(db.alias, names[:columns], values[:columns])
+    for name, flag in zip(names[columns:], values[columns:], strict=True):
+        setattr(feed, name, bool(flag))
+    return feed
 
 
 def existing_records(feed: Feed, keys: list[str]):

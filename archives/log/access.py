@@ -14,7 +14,7 @@ written, for every door (the API, batches, the admin, imports).
 - No user (a management command, run by whoever runs the server) may do everything.
 
 The write path reads what a write needs to know of the actor with the feed's row, under its
-lock (`feed_annotations`), so a single PUT checks its role with no query of its own.
+lock (`rights_to_read`), so a single PUT checks its role with no query of its own.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from typing import Any
 from django.core.exceptions import PermissionDenied
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
-from archives.db import fastsql
 from archives.models import ApiToken, Feed, FeedRole, Via
 from archives.validation import clean_note
 
@@ -81,24 +80,21 @@ def _roles_of(user: Any) -> Q:
     return Q(user=user) | Q(group__user=user)
 
 
-def feed_annotations(actor: Actor | None) -> dict[str, Any]:
-    """What the write path's read of the feed row must add for `check_records`: whether
-    the user holds a role on it, whether the token's scope names it."""
+def rights_to_read(actor: Actor | None) -> dict[str, Any]:
+    """What the write path's read of the feed row must add for `check_records`
+    (fastsql.lock_feed's arguments): whether the user holds a role on it (for every user
+    but a superuser: an EXISTS by index costs the query less than asking the user's
+    permissions first would cost the request), whether the token's scope names it."""
     if actor is None:
         return {}
-    annotations: dict[str, Any] = {}
-    # Read for every user but a superuser: an EXISTS by index costs the query less than
-    # asking the user's permissions first would cost the request.
-    if actor.user is not None and not actor.user.is_superuser:
-        annotations["actor_role"] = fastsql.holds_role(actor.user.pk)
-    if actor.token is not None and actor.token.scoped:
-        annotations["in_token_scope"] = fastsql.in_token_scope(actor.token.pk)
-    return annotations
+    user, token = actor.user, actor.token
+    return {"user_id": user.pk if user is not None and not user.is_superuser else None,
+            "token_id": token.pk if token is not None and token.scoped else None}
 
 
 def check_records(actor: Actor | None, feed: Feed, actions: Iterable[str]) -> None:
     """Refuse (NotAllowed) unless `actor` may take every action ("add", "change",
-    "delete") on `feed`'s records; `feed` was read with `feed_annotations(actor)`."""
+    "delete") on `feed`'s records; `feed` was read with `rights_to_read(actor)`."""
     if actor is None:
         return
     _check_token(actor.token, feed)

@@ -202,8 +202,8 @@ def _write(
     `missing_ok`), or access.NotAllowed when `actor` may not take them all."""
     with transaction.atomic():
         # What the actor's rights depend on is read with the row (no query of its own).
-        rows = Feed.objects.select_for_update().annotate(**access.feed_annotations(actor))
-        locked = rows.get(slug=feed) if isinstance(feed, str) else rows.get(pk=feed.pk)
+        locked = fastsql.lock_feed(*(("slug", feed) if isinstance(feed, str) else ("pk", feed.pk)),
+                                   **access.rights_to_read(actor))
         address.check(locked)  # (on the row just locked: no query of its own)
         full_before = locked.full_pages
         changes = _Changes(locked, missing_ok=missing_ok, actor=actor)
