@@ -151,12 +151,12 @@ def side_env(checkout: Path, name: str) -> dict[str, str]:
 
 
 def prepare(checkout: Path, name: str) -> None:
-    psql = ["psql", "-h", "127.0.0.1", "-U", "postgres", "-d", "postgres", "-qc"]
-    database = f"bench_access_{name}"
-    subprocess.run([*psql, f'DROP DATABASE IF EXISTS "{database}"'], check=True)
-    subprocess.run([*psql, f'CREATE DATABASE "{database}"'], check=True)
-    subprocess.run([sys.executable, str(checkout / "manage.py"), "migrate", "-v0"],
-                   env=side_env(checkout, name), check=True, cwd=checkout)
+    """A fresh database for the side `name`, migrated by its checkout."""
+    sys.path.insert(0, str(ROOT))
+    from bench.databases import fresh_database, migrate
+
+    fresh_database(f"bench_access_{name}")
+    migrate(checkout, side_env(checkout, name))
 
 
 def main() -> None:
