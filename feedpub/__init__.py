@@ -3,4 +3,4 @@ pyproject.toml reads it (setuptools' dynamic version), `manage.py version` print
 answers it and the admin's footer shows it, each with the commit (feedpub/release.py).
 CHANGELOG.md's newest release is this one."""
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
