@@ -182,6 +182,19 @@ def feed_settings(feed: Feed, **changes) -> dict:
             **changes}
 
 
+def test_a_maintainer_sees_the_feeds_members_on_its_page(client, maintainer, theses):
+    colleague = staff("kim")
+    FeedRole.objects.create(feed=theses, user=colleague, role="producer")
+    client.force_login(maintainer)
+
+    page = html.fromstring(client.get(f"/admin/archives/feed/{theses.pk}/change/").content)
+
+    chosen = page.xpath('//select[starts-with(@name, "roles-") and '
+                        'substring(@name, string-length(@name) - 4) = "-user"]'
+                        '/option[@selected]/text()')
+    assert sorted(set(chosen) - {"---------"}) == ["kim", "max"]  # (the empty extra forms)
+
+
 def test_a_maintainer_changes_its_feed_and_members(client, maintainer, theses):
     colleague = staff("kim")
     client.force_login(maintainer)

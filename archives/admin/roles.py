@@ -159,6 +159,13 @@ class FeedRoleInline(admin.TabularInline):
             field.widget = field.widget.widget
         return field
 
+    def get_queryset(self, request):
+        # Django's asks has_view_or_change_permission(request) with no feed, which a
+        # maintainer of some feeds is refused, and then shows (and on Django 6, validates
+        # against) no existing row. Which rows: the page's feed's (the formset filters by
+        # it), whose permissions are asked below with it.
+        return FeedRole.objects.select_related("user", "group")
+
     def _maintains(self, request, feed) -> bool:
         if feed is None:  # the add form: who may add a feed gives its first members
             return is_site_admin(request.user)
