@@ -1,7 +1,7 @@
 """`/healthz`: is this process able to answer? It asks the database, the one thing it needs.
 
 For load balancers, Docker health checks and uptime monitors: 200 "ok" and the release and
-commit that answer ("ok feedpub 0.4.0 (commit 78ed1e0585a6)": after an upgrade, which code is
+commit that answer ("ok feedpub 0.4.0 (commit ad86d2ba3c95)": after an upgrade, which code is
 serving; feedpub/release.py) when a trivial query
 succeeds, 503 otherwise, never cached. It sits outside the archives app so that a broken
 feed never makes a whole web container look dead.

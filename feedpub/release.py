@@ -53,5 +53,5 @@ def from_git(directory: Path) -> str | None:
 
 
 def described() -> str:
-    """"0.4.0 (commit 78ed1e0585a6)": what `manage.py version` prints and /healthz answers."""
+    """"0.4.0 (commit ad86d2ba3c95)": what `manage.py version` prints and /healthz answers."""
     return f"{__version__} (commit {commit()})"
