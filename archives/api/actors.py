@@ -20,8 +20,12 @@ def actor_of(request: Request, via: str) -> Actor:
     user = request.user
     if user is None or not user.is_authenticated:
         raise NotAuthenticated()
-    token = request.auth if isinstance(request.auth, ApiToken) else None
-    return Actor(via=via, user=user, token=token, note=_note(request))
+    return Actor(via=via, user=user, token=token_of(request), note=_note(request))
+
+
+def token_of(request: Request) -> ApiToken | None:
+    """The API token the request came with, if it came with one."""
+    return request.auth if isinstance(request.auth, ApiToken) else None
 
 
 def _note(request: Request) -> str:

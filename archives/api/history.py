@@ -27,10 +27,11 @@ from rest_framework.request import Request
 from archives.db import fastsql
 from archives.db.rows import HistoryRow
 from archives.log import access
-from archives.models import ApiToken, Entry, Record, Via
+from archives.models import Entry, Record, Via
 from archives.validation import clean_key
 
 from . import examples
+from .actors import token_of
 from .serializers import ErrorSerializer
 from .views import ApiView, FeedMixin, errors
 
@@ -124,8 +125,7 @@ class RecordHistory(FeedMixin, ApiView):
     )
     def get(self, request: Request, slug: str, key: str) -> HttpResponse:
         feed = self.get_feed()
-        token = request.auth if isinstance(request.auth, ApiToken) else None
-        access.check_history(request.user, feed, token)
+        access.check_history(request.user, feed, token_of(request))
         found = Record.objects.filter(feed=feed, key=clean_key(key)).order_by().values_list(
             "pk", flat=True)[:1]
         if not found:

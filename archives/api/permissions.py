@@ -14,12 +14,9 @@ from rest_framework.permissions import (
 from rest_framework.request import Request
 
 from archives.log import access
-from archives.models import ApiToken, Feed
+from archives.models import Feed
 
-
-def token_of(request: Request) -> ApiToken | None:
-    """The API token the request came with, if it came with one."""
-    return request.auth if isinstance(request.auth, ApiToken) else None
+from .actors import token_of
 
 
 class TokenMayWrite(BasePermission):

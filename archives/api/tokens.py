@@ -19,6 +19,7 @@ from archives.models import ApiToken, Feed
 from archives.models.access import MAX_TOKEN_NAME_LENGTH
 
 from . import examples
+from .actors import token_of
 from .serializers import NON_BLANK_XML_TEXT, StrictFieldsMixin
 from .views import BODY, ApiView, errors
 
@@ -105,7 +106,7 @@ class TokenList(ApiView):
     def post(self, request: Request) -> Response:
         body = TokenBodySerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        token, secret = tokens.issue_token(user=request.user, by=_token_of(request),
+        token, secret = tokens.issue_token(user=request.user, by=token_of(request),
                                            **body.validated_data)
         return Response(NewTokenSerializer(token, context={"secret": secret}).data,
                         status=status.HTTP_201_CREATED)
@@ -127,9 +128,5 @@ class TokenDetail(ApiView):
                    responses={204: None, **errors(401, 403, 404)})
     def delete(self, request: Request, id: int) -> Response:
         token = get_object_or_404(ApiToken, pk=id, user=request.user)
-        tokens.revoke_token(token=token, by=_token_of(request))
+        tokens.revoke_token(token=token, by=token_of(request))
         return Response(status=status.HTTP_204_NO_CONTENT)
-
-
-def _token_of(request: Request) -> ApiToken | None:
-    return request.auth if isinstance(request.auth, ApiToken) else None
